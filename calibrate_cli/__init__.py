@@ -1,0 +1,76 @@
+"""calib: measure and fix the calibration of classifiers.
+
+The Python API mirrors the ``calib`` command line; it needs numpy and scipy only (no click, rich,
+matplotlib or torch are imported here)::
+
+    import numpy as np
+    import calibrate_cli as calib
+
+    report = calib.evaluate(logits, labels)            # every metric, per-bin statistics
+    report.metrics["ece"], report.bins.to_rows()
+    calib.ece(probs, labels, input_kind="probs", n_bins=15)
+"""
+
+from ._version import __version__
+from .binning import BinStats, assign_bins, bin_statistics, equal_mass_edges, uniform_edges
+from .errors import CalibError, InputError, OutputError
+from .evaluate import EvalReport, evaluate
+from .gates import Gate, GateResult, check_gates
+from .io import load_labels, load_scores
+from .metrics import (
+    DEFAULT_N_BINS,
+    METRIC_NAMES,
+    accuracy,
+    adaece,
+    brier,
+    classwise_ece,
+    ece,
+    equal_mass_bins,
+    equal_width_bins,
+    error,
+    mce,
+    mean_confidence,
+    nll,
+    s99,
+    top5_accuracy,
+)
+from .predictions import Predictions, as_predictions
+from .probabilities import log_softmax, softmax
+
+__all__ = [
+    "__version__",
+    "BinStats",
+    "CalibError",
+    "DEFAULT_N_BINS",
+    "EvalReport",
+    "Gate",
+    "GateResult",
+    "InputError",
+    "METRIC_NAMES",
+    "OutputError",
+    "Predictions",
+    "accuracy",
+    "adaece",
+    "as_predictions",
+    "assign_bins",
+    "bin_statistics",
+    "brier",
+    "check_gates",
+    "classwise_ece",
+    "ece",
+    "equal_mass_bins",
+    "equal_mass_edges",
+    "equal_width_bins",
+    "error",
+    "evaluate",
+    "load_labels",
+    "load_scores",
+    "log_softmax",
+    "mce",
+    "mean_confidence",
+    "nll",
+    "s99",
+    "softmax",
+    "top5_accuracy",
+    "uniform_edges",
+]

@@ -1,0 +1,218 @@
+"""Bin edges and per-bin sufficient statistics: the one binning implementation of calib.
+
+Every binned metric (ECE, AdaECE, classwise-ECE, MCE), the reliability diagram and the bootstrap
+reduce the data to three numbers per bin (SPEC §9):
+
+    count_b        = |B_b|
+    sum_conf_b     = Σ_{i ∈ B_b} conf_i
+    sum_correct_b  = Σ_{i ∈ B_b} correct_i
+
+These add exactly across chunks and machines (:meth:`BinStats.merge`), and
+
+    ECE = Σ_b |B_b|/N · |acc(B_b) − conf(B_b)| = (1/N) Σ_b |sum_correct_b − sum_conf_b|.
+
+Bin convention (SPEC §2, as the reference code of Mukhoti et al. 2020): bin b is the half-open
+interval (e_b, e_{b+1}]; the lowest bin is closed, [e_0, e_1], unless ``lowest_closed=False``
+(the reference code's behaviour, used by ``compat="focal-calibration"``), in which case values
+≤ e_0 fall in no bin but still count in N. Values above the last edge go to the last bin.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import InputError
+
+__all__ = [
+    "BinStats",
+    "uniform_edges",
+    "torch_linspace_edges",
+    "equal_mass_edges",
+    "assign_bins",
+    "bin_statistics",
+]
+
+
+def _check_n_bins(n_bins: int) -> int:
+    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
+        raise InputError(f"Expected `n_bins` to be an integer larger than 0, but got {n_bins!r}")
+    return int(n_bins)
+
+
+def uniform_edges(n_bins: int) -> np.ndarray:
+    """Equal-width edges ``e_b = b / M`` for b = 0..M, each the float64 nearest to b/M.
+
+    (``np.linspace(0, 1, M + 1)`` differs from b/M in the last bit for some M, e.g. M = 10, which
+    moves a confidence of exactly 0.3 into the wrong bin; ``arange / M`` is correctly rounded.)
+    """
+    m = _check_n_bins(n_bins)
+    return np.arange(m + 1, dtype=np.float64) / m
+
+
+def torch_linspace_edges(n_bins: int) -> np.ndarray:
+    """The float32 edges of ``torch.linspace(0, 1, M + 1)``, reproduced without torch.
+
+    torch computes ``start + i·step`` for the first half and ``end − (M − i)·step`` for the second,
+    in float32, with ``step = (end − start) / M``. Used only by ``compat="focal-calibration"``.
+    """
+    m = _check_n_bins(n_bins)
+    step = np.float32(1.0) / np.float32(m)
+    i = np.arange(m + 1)
+    first = np.float32(0.0) + i.astype(np.float32) * step
+    second = np.float32(1.0) - (m - i).astype(np.float32) * step
+    return np.where(i < (m + 1) // 2, first, second).astype(np.float32)
+
+
+def equal_mass_edges(values: np.ndarray, n_bins: int) -> np.ndarray:
+    """Equal-mass (adaptive) edges of the reference code (Mukhoti et al. 2020, ``histedges_equalN``).
+
+    ``e = np.interp(np.linspace(0, N, M + 1), np.arange(N), np.sort(values))``: e_0 is the smallest
+    value, e_M the largest, and the inner edges interpolate the sorted values.
+    """
+    m = _check_n_bins(n_bins)
+    values = np.asarray(values)
+    n = values.shape[0]
+    if n == 0:
+        raise InputError("cannot compute equal-mass bin edges of 0 values")
+    return np.interp(np.linspace(0, n, m + 1), np.arange(n), np.sort(values))
+
+
+def assign_bins(values: np.ndarray, edges: np.ndarray, *, lowest_closed: bool = True) -> np.ndarray:
+    """Index of the bin (e_b, e_{b+1}] that holds each value, as int64 in [0, M).
+
+    With ``lowest_closed`` (the default), values ≤ e_0 go to bin 0; otherwise they get index −1
+    (in no bin). Values > e_M go to bin M − 1. The comparison is done in the common dtype of
+    ``values`` and ``edges`` (pass float32 for both to compare in float32). With repeated edges
+    (ties in equal-mass binning), the in-between bins stay empty: the result depends only on the
+    value, never on the order of the samples.
+    """
+    edges = np.asarray(edges)
+    m = edges.shape[0] - 1
+    idx = np.searchsorted(edges, values, side="left").astype(np.int64) - 1
+    np.minimum(idx, m - 1, out=idx)
+    if lowest_closed:
+        np.maximum(idx, 0, out=idx)
+    return idx
+
+
+@dataclass(frozen=True)
+class BinStats:
+    """Sufficient statistics of one binning: per bin the count, Σconf and Σcorrect.
+
+    ``n`` is the number of samples the metric is normalised by (it can exceed ``count.sum()`` only
+    in the reference code's compatibility mode, where values on the lowest edge fall in no bin).
+    ``sum_correct`` holds Σ of the targets: top-label correctness for ECE, [y = k] for classwise.
+    """
+
+    edges: np.ndarray
+    count: np.ndarray
+    sum_conf: np.ndarray
+    sum_correct: np.ndarray
+    n: int
+
+    @property
+    def n_bins(self) -> int:
+        return int(self.count.shape[-1])
+
+    @property
+    def nonempty(self) -> np.ndarray:
+        return self.count > 0
+
+    def _mean(self, sums: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.nonempty, sums / np.maximum(self.count, 1), np.nan)
+
+    @property
+    def mean_confidence(self) -> np.ndarray:
+        """Mean confidence per bin (NaN for an empty bin)."""
+        return self._mean(self.sum_conf)
+
+    @property
+    def accuracy(self) -> np.ndarray:
+        """Accuracy (mean target) per bin (NaN for an empty bin)."""
+        return self._mean(self.sum_correct)
+
+    @property
+    def gap(self) -> np.ndarray:
+        """mean confidence − accuracy per bin: positive means over-confident (NaN when empty)."""
+        return self.mean_confidence - self.accuracy
+
+    def calibration_error(self) -> float | np.ndarray:
+        """ECE = (1/N) Σ_b |Σcorrect_b − Σconf_b| (per row for stacked statistics)."""
+        return np.abs(self.sum_correct - self.sum_conf).sum(axis=-1) / self.n
+
+    def max_calibration_error(self) -> float:
+        """MCE = max over non-empty bins of |acc(B_b) − conf(B_b)|."""
+        gaps = np.abs(self.gap[self.nonempty])
+        return float(gaps.max()) if gaps.size else 0.0
+
+    def merge(self, other: "BinStats") -> "BinStats":
+        """Statistics of the union of two disjoint sets of samples binned with the same edges."""
+        if not np.array_equal(self.edges, other.edges):
+            raise ValueError("cannot merge bin statistics computed with different edges")
+        return BinStats(
+            edges=self.edges,
+            count=self.count + other.count,
+            sum_conf=self.sum_conf + other.sum_conf,
+            sum_correct=self.sum_correct + other.sum_correct,
+            n=self.n + other.n,
+        )
+
+    def to_rows(self) -> list[dict]:
+        """One dict per bin: lower, upper, count, mean_confidence, accuracy, gap (None when empty)."""
+        def opt(x: float) -> float | None:
+            return None if np.isnan(x) else float(x)
+
+        conf, acc, gap = self.mean_confidence, self.accuracy, self.gap
+        return [
+            {
+                "lower": float(self.edges[b]),
+                "upper": float(self.edges[b + 1]),
+                "count": int(self.count[b]),
+                "mean_confidence": opt(conf[b]),
+                "accuracy": opt(acc[b]),
+                "gap": opt(gap[b]),
+            }
+            for b in range(self.n_bins)
+        ]
+
+
+def bin_statistics(
+    values: np.ndarray,
+    targets: np.ndarray,
+    edges: np.ndarray,
+    *,
+    lowest_closed: bool = True,
+    weights: np.ndarray | None = None,
+    bin_index: np.ndarray | None = None,
+) -> BinStats:
+    """Per-bin count, Σvalue and Σtarget of ``values`` binned by ``edges`` (float64 sums).
+
+    ``weights`` (e.g. bootstrap multiplicities) multiply each sample's contribution; ``bin_index``
+    reuses an assignment computed earlier by :func:`assign_bins`.
+    """
+    values = np.asarray(values)
+    m = np.asarray(edges).shape[0] - 1
+    idx = assign_bins(values, edges, lowest_closed=lowest_closed) if bin_index is None else bin_index
+    targets = np.asarray(targets, dtype=np.float64)
+    vals64 = values.astype(np.float64, copy=False)
+    if weights is None:
+        n = int(values.shape[0])
+        keep = idx >= 0
+        if not keep.all():
+            idx, vals64, targets = idx[keep], vals64[keep], targets[keep]
+        count = np.bincount(idx, minlength=m).astype(np.int64)
+        sum_conf = np.bincount(idx, weights=vals64, minlength=m)
+        sum_correct = np.bincount(idx, weights=targets, minlength=m)
+    else:
+        weights = np.asarray(weights)
+        n = int(weights.sum())
+        keep = idx >= 0
+        w = np.where(keep, weights, 0)
+        idx = np.where(keep, idx, 0)
+        count = np.bincount(idx, weights=w, minlength=m).round().astype(np.int64)
+        sum_conf = np.bincount(idx, weights=w * vals64, minlength=m)
+        sum_correct = np.bincount(idx, weights=w * targets, minlength=m)
+    return BinStats(edges=np.asarray(edges), count=count, sum_conf=sum_conf, sum_correct=sum_correct, n=n)

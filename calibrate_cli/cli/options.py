@@ -1,0 +1,92 @@
+"""Options shared by several commands, and the load step (files → arrays)."""
+
+from __future__ import annotations
+
+import click
+
+from ..gates import Gate
+from ..io import load_labels, load_scores
+from ..metrics import DEFAULT_N_BINS
+from ..summary import COMPAT_MODES
+
+FORMATS = ("table", "json", "csv", "markdown")
+
+
+def scores_and_labels(func):
+    """SCORES [LABELS] arguments, --probs and --label-col."""
+    func = click.option(
+        "--label-col",
+        metavar="NAME",
+        help="CSV input: the labels are this column of SCORES (name or 0-based index); omit LABELS.",
+    )(func)
+    func = click.option(
+        "--probs",
+        "input_kind",
+        flag_value="probs",
+        default="logits",
+        help="Scores are probabilities (rows sum to 1; 1-D: p(class 1)) instead of logits.",
+    )(func)
+    func = click.argument("labels", required=False, metavar="[LABELS]")(func)
+    func = click.argument("scores", metavar="SCORES")(func)
+    return func
+
+
+def binning_options(func):
+    func = click.option(
+        "--compat",
+        type=click.Choice(COMPAT_MODES),
+        default=None,
+        help="Reproduce another implementation's numbers: focal-calibration = the reference code of "
+        "Mukhoti et al. 2020 (float32, AdaECE drops the min-confidence sample).",
+    )(func)
+    func = click.option(
+        "--n-bins",
+        type=click.IntRange(min=1),
+        default=DEFAULT_N_BINS,
+        show_default=True,
+        help="Number of bins M for ECE, AdaECE, classwise-ECE and MCE.",
+    )(func)
+    return func
+
+
+def output_options(func):
+    func = click.option("--force", is_flag=True, help="Overwrite --output FILE if it exists.")(func)
+    func = click.option(
+        "-o", "--output", type=click.Path(dir_okay=False), help="Write the report to FILE instead of stdout."
+    )(func)
+    func = click.option(
+        "-f", "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Report format."
+    )(func)
+    return func
+
+
+def gate_options(func):
+    func = click.option(
+        "--fail-below",
+        multiple=True,
+        metavar="METRIC=V",
+        help="Exit 1 when METRIC is below V (repeatable), e.g. accuracy=0.9.",
+    )(func)
+    func = click.option(
+        "--fail-above",
+        multiple=True,
+        metavar="METRIC=V",
+        help="Exit 1 when METRIC is above V (repeatable), e.g. ece=0.02 or ece=2%.",
+    )(func)
+    return func
+
+
+def parse_gates(fail_above, fail_below) -> list[Gate]:
+    return [Gate.parse(t, "above") for t in fail_above] + [Gate.parse(t, "below") for t in fail_below]
+
+
+def load_inputs(scores: str, labels: str | None, label_col: str | None):
+    """Read SCORES and LABELS (or SCORES' --label-col column)."""
+    if labels is not None and label_col is not None:
+        raise click.UsageError("give either LABELS or --label-col, not both")
+    if labels is None and label_col is None:
+        raise click.UsageError("missing LABELS (or --label-col NAME for a CSV with a labels column)")
+    score_array, label_array = load_scores(scores, label_col=label_col)
+    if label_array is None:
+        label_array = load_labels(labels)
+    return score_array, label_array, (labels if labels is not None else f"{scores}[{label_col}]")

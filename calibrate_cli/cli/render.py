@@ -1,0 +1,168 @@
+"""Rendering reports for people (Rich table, Markdown) and scripts (JSON, CSV). No maths here."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import sys
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ..metrics import METRIC_DEFINITIONS, METRIC_NAMES
+
+# Metrics that are fractions in [0, 1] and read best as percentages in tables.
+PERCENT_METRICS = frozenset(METRIC_NAMES) - {"nll", "brier"}
+PRETTY_NAMES = {
+    "accuracy": "Accuracy",
+    "error": "Error",
+    "ece": "ECE",
+    "adaece": "AdaECE",
+    "classwise_ece": "Classwise-ECE",
+    "mce": "MCE",
+    "nll": "NLL",
+    "brier": "Brier",
+    "top5_accuracy": "Top-5 accuracy",
+    "mean_confidence": "Mean confidence",
+    "s99_share": "S99 share",
+    "s99_accuracy": "S99 accuracy",
+}
+
+
+def stdout_console() -> Console:
+    return Console(highlight=False)
+
+
+def stderr_console() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def json_ready(obj):
+    """Replace NaN by None and ±inf by the strings "inf"/"-inf" so the output is strict JSON."""
+    if isinstance(obj, float):
+        if math.isnan(obj):
+            return None
+        if math.isinf(obj):
+            return "inf" if obj > 0 else "-inf"
+        return obj
+    if isinstance(obj, dict):
+        return {k: json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_ready(v) for v in obj]
+    return obj
+
+
+def to_json(payload: dict) -> str:
+    return json.dumps(json_ready(payload), indent=2, allow_nan=False) + "\n"
+
+
+def format_value(name: str, value: float | None, *, percent: bool = True) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if math.isinf(value):
+        return "inf"
+    if percent and name in PERCENT_METRICS:
+        return f"{100 * value:.2f} %"
+    return f"{value:.4f}"
+
+
+def shown_metrics(metrics: dict) -> list[str]:
+    """Metric names worth a row (top-5 only when defined)."""
+    return [m for m in METRIC_NAMES if not (m == "top5_accuracy" and metrics.get(m) is None)]
+
+
+def metrics_table(metrics: dict, *, title: str | None = None, intervals: dict | None = None) -> Table:
+    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    table.add_column("metric", style="bold")
+    table.add_column("value", justify="right")
+    if intervals:
+        table.add_column("interval", justify="right")
+    table.add_column("definition", style="dim")
+    for name in shown_metrics(metrics):
+        row = [PRETTY_NAMES[name], format_value(name, metrics[name])]
+        if intervals:
+            ci = intervals.get(name)
+            row.append(
+                f"[{format_value(name, ci['low'])}, {format_value(name, ci['high'])}]" if ci else ""
+            )
+        row.append(escape(METRIC_DEFINITIONS[name]))
+        table.add_row(*row)
+    return table
+
+
+def bins_table(rows: list[dict], *, title: str, first_closed: bool = True) -> Table:
+    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    for col, justify in (("bin", "left"), ("count", "right"), ("confidence", "right"), ("accuracy", "right"), ("gap", "right")):
+        table.add_column(col, justify=justify)
+    table.add_column("", justify="left")
+    total = sum(r["count"] for r in rows) or 1
+    for i, r in enumerate(rows):
+        opening = "[" if (i == 0 and first_closed) else "("
+        span = escape(f"{opening}{r['lower']:.3f}, {r['upper']:.3f}]")
+        if r["count"] == 0:
+            table.add_row(span, "0", "", "", "", "", style="dim")
+            continue
+        gap = r["gap"]
+        colour = "red" if gap > 0 else "blue"
+        verdict = "over" if gap > 0 else "under"
+        share = "█" * max(1, round(20 * r["count"] / total))
+        table.add_row(
+            span,
+            str(r["count"]),
+            f"{r['mean_confidence']:.4f}",
+            f"{r['accuracy']:.4f}",
+            f"[{colour}]{gap:+.4f}[/{colour}]",
+            f"[dim]{share}[/dim] {verdict if abs(gap) > 0 else ''}",
+        )
+    return table
+
+
+def render_tables(console: Console, tables: list) -> None:
+    for i, table in enumerate(tables):
+        if i:
+            console.print()
+        console.print(table)
+
+
+def tables_to_text(tables: list, width: int = 110) -> str:
+    buffer = io.StringIO()
+    render_tables(Console(file=buffer, width=width, no_color=True, highlight=False, color_system=None), tables)
+    return buffer.getvalue()
+
+
+def metrics_csv(metrics: dict) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["metric", "value", "definition"])
+    for name in METRIC_NAMES:
+        value = metrics[name]
+        writer.writerow([name, "" if value is None else repr(float(value)), METRIC_DEFINITIONS[name]])
+    return buffer.getvalue()
+
+
+def metrics_markdown(metrics: dict, *, heading: str | None = None) -> str:
+    lines = [f"**{heading}**", ""] if heading else []
+    lines += ["| metric | value | definition |", "|---|---:|---|"]
+    for name in shown_metrics(metrics):
+        definition = METRIC_DEFINITIONS[name].replace("|", "\\|")
+        lines.append(f"| {PRETTY_NAMES[name]} | {format_value(name, metrics[name])} | {definition} |")
+    return "\n".join(lines) + "\n"
+
+
+def emit(text: str, output: str | None, force: bool) -> None:
+    """Write ``text`` to ``output`` (atomically, refusing to overwrite without force) or to stdout."""
+    if output:
+        from ..io import write_text
+
+        write_text(output, text, force=force)
+    else:
+        sys.stdout.write(text)
+
+
+def warn(messages) -> None:
+    console = stderr_console()
+    for message in messages:
+        console.print(f"[yellow]Warning:[/yellow] {message}", soft_wrap=True)

@@ -1,0 +1,121 @@
+"""``evaluate``: every metric of SPEC §2 from one pass over the data — what ``calib eval`` reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .binning import BinStats
+from .metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins, metrics_from_summary
+from .predictions import InputKind, as_predictions
+from .summary import check_compat, summarize
+
+__all__ = ["EvalReport", "evaluate", "conventions"]
+
+
+def conventions(compat: str | None) -> dict[str, str]:
+    """The binning and arithmetic conventions behind the numbers, for reports and JSON."""
+    if compat:
+        return {
+            "compat": compat,
+            "arithmetic": "float32 softmax and bin comparisons (reference code of Mukhoti et al. 2020)",
+            "ece_bins": "equal-width (e_b, e_{b+1}] with float32 torch.linspace edges",
+            "adaece_bins": "equal-mass, every bin open below: the minimum-confidence sample is dropped",
+            "classwise_ece_classes": "mean over classes 0..max(label)",
+        }
+    return {
+        "compat": None,
+        "arithmetic": "float64 softmax and accumulation",
+        "ece_bins": "equal-width (b/M, (b+1)/M], confidence 1.0 in the last bin",
+        "adaece_bins": "equal-mass via np.interp over sorted confidences; bin 0 closed [e_0, e_1]",
+        "classwise_ece_classes": "mean over all K score columns",
+    }
+
+
+@dataclass(frozen=True)
+class EvalReport:
+    """The result of :func:`evaluate`.
+
+    metrics        name → value (fractions; None where undefined, e.g. top-5 with K ≤ 5)
+    bins           equal-width per-bin statistics of the top-label confidence (ECE, MCE, diagrams)
+    adaptive_bins  equal-mass per-bin statistics (AdaECE)
+    classwise_ece_per_class  ECE_k for each class k
+    warnings       things the user must know (e.g. an infinite NLL)
+    """
+
+    n: int
+    k: int
+    n_bins: int
+    input_kind: str
+    compat: str | None
+    metrics: dict[str, float | None]
+    bins: BinStats
+    adaptive_bins: BinStats
+    classwise_ece_per_class: tuple[float, ...]
+    warnings: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict with the stable keys of SPEC §6 (``intervals`` and ``gates`` empty here)."""
+        return {
+            "n": self.n,
+            "k": self.k,
+            "n_bins": self.n_bins,
+            "input_kind": self.input_kind,
+            "conventions": conventions(self.compat),
+            "metrics": dict(self.metrics),
+            "intervals": {},
+            "gates": [],
+            "bins": {"ece": self.bins.to_rows(), "adaece": self.adaptive_bins.to_rows()},
+            "classwise_ece_per_class": list(self.classwise_ece_per_class),
+            "warnings": list(self.warnings),
+        }
+
+
+def evaluate(
+    scores,
+    labels,
+    *,
+    input_kind: InputKind = "logits",
+    n_bins: int = DEFAULT_N_BINS,
+    compat: str | None = None,
+    scores_name: str = "scores",
+    labels_name: str = "labels",
+) -> EvalReport:
+    """Validate ``scores``/``labels`` and compute every calibration metric in one pass.
+
+    ``scores``: (N, K) logits (default) or probabilities (``input_kind="probs"``), or a 1-D vector
+    of binary scores. ``labels``: (N,) integers in [0, K) or one-hot (N, K). ``compat``: None
+    (SPEC conventions, float64) or ``"focal-calibration"`` (the reference code's numbers).
+    ``scores_name``/``labels_name`` name the inputs in error messages (e.g. file paths).
+
+    >>> import numpy as np
+    >>> report = evaluate(np.array([[2.0, 0.0], [0.0, 1.0]]), np.array([0, 0]))
+    >>> report.metrics["accuracy"], report.n, report.k
+    (0.5, 2, 2)
+    """
+    compat = check_compat(compat)
+    predictions = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name)
+    summary = summarize(predictions, n_bins=n_bins, compat=compat, classwise=True)
+    width = equal_width_bins(summary.confidences, summary.correct, n_bins, compat=compat)
+    mass = equal_mass_bins(summary.confidences, summary.correct, n_bins, compat=compat)
+    metrics = metrics_from_summary(summary, n_bins, width=width, mass=mass)
+    warnings = []
+    n_inf = int(np.isinf(summary.nll).sum())
+    if n_inf:
+        warnings.append(
+            f"{scores_name}: {n_inf} sample(s) give probability 0 to the true class: NLL is inf (not clipped)"
+        )
+    per_class = summary.classwise.calibration_error()
+    return EvalReport(
+        n=predictions.n,
+        k=predictions.k,
+        n_bins=n_bins,
+        input_kind=input_kind,
+        compat=compat,
+        metrics=metrics,
+        bins=width,
+        adaptive_bins=mass,
+        classwise_ece_per_class=tuple(float(x) for x in per_class),
+        warnings=tuple(warnings),
+    )

@@ -1,0 +1,104 @@
+"""CI gates (SPEC §6): ``--fail-above ece=0.02``, ``--fail-below accuracy=0.9``.
+
+A gate fails when the gated value is above (``fail-above``) or below (``fail-below``) its
+threshold, or when the value is undefined (None/NaN: a gate that cannot be checked never passes).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Literal, Mapping
+
+from .errors import InputError
+from .metrics import METRIC_NAMES
+
+__all__ = ["Gate", "GateResult", "check_gates", "normalize_metric_name"]
+
+Direction = Literal["above", "below"]
+
+
+def normalize_metric_name(name: str) -> str:
+    """``ECE`` → ``ece``, ``classwise-ece`` → ``classwise_ece``; unknown names are an InputError."""
+    key = name.strip().lower().replace("-", "_")
+    if key not in METRIC_NAMES:
+        raise InputError(f"unknown metric {name!r}; choose from {', '.join(METRIC_NAMES)}")
+    return key
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Fail when ``metric`` is ``direction`` ``threshold``."""
+
+    metric: str
+    direction: Direction
+    threshold: float
+
+    @classmethod
+    def parse(cls, text: str, direction: Direction) -> "Gate":
+        """Parse ``METRIC=VALUE`` (VALUE a number or a percentage such as ``2%``)."""
+        name, sep, value = text.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise InputError(f"gate {text!r}: expected METRIC=VALUE, e.g. ece=0.02")
+        value = value.strip()
+        scale = 1.0
+        if value.endswith("%"):
+            value, scale = value[:-1], 0.01
+        try:
+            threshold = float(value) * scale
+        except ValueError:
+            raise InputError(f"gate {text!r}: {value!r} is not a number") from None
+        if math.isnan(threshold):
+            raise InputError(f"gate {text!r}: the threshold is NaN")
+        return cls(normalize_metric_name(name), direction, threshold)
+
+    @property
+    def option(self) -> str:
+        return f"--fail-{self.direction} {self.metric}={self.threshold:g}"
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """A gate checked against a value: ``passed`` is False when it fails or cannot be checked."""
+
+    gate: Gate
+    value: float | None
+    passed: bool
+    gated_on: str = "point"
+
+    def describe(self) -> str:
+        g = self.gate
+        if self.value is None or math.isnan(self.value):
+            return f"{g.metric} is undefined for this data, so the gate {g.option} cannot pass"
+        if g.direction == "above":
+            op = "≤" if self.passed else ">"
+        else:
+            op = "≥" if self.passed else "<"
+        verdict = "passed" if self.passed else "failed"
+        subject = g.metric if self.gated_on == "point" else f"{g.metric} ({self.gated_on} end of its interval)"
+        return f"gate {verdict}: {subject} = {self.value:.6g} {op} {g.threshold:g} ({g.option})"
+
+    def to_dict(self) -> dict:
+        return {
+            "metric": self.gate.metric,
+            "direction": self.gate.direction,
+            "threshold": self.gate.threshold,
+            "value": self.value,
+            "gated_on": self.gated_on,
+            "passed": self.passed,
+        }
+
+
+def check_gates(
+    metrics: Mapping[str, float | None], gates: Iterable[Gate], *, gated_on: str = "point"
+) -> list[GateResult]:
+    """Check each gate against ``metrics[gate.metric]``; returns one result per gate, in order."""
+    results = []
+    for gate in gates:
+        value = metrics.get(gate.metric)
+        if value is None or math.isnan(value):
+            results.append(GateResult(gate, value, False, gated_on))
+            continue
+        failed = value > gate.threshold if gate.direction == "above" else value < gate.threshold
+        results.append(GateResult(gate, float(value), not failed, gated_on))
+    return results

@@ -1,0 +1,236 @@
+"""Reading model outputs from files and writing results, safely (SPEC §1).
+
+Sources are paths with an optional key: ``logits.npy``, ``outputs.npz:logits``, ``run.pt:logits``,
+``preds.csv``. Nothing is ever unpickled: ``.npy``/``.npz`` load with ``allow_pickle=False``, ``.pt``
+with ``torch.load(weights_only=True)`` (torch is optional and imported only for ``.pt``). Large
+``.npy`` files are memory-mapped. Every problem is an :class:`InputError` whose one-line message
+starts with the file's path. Outputs are written atomically and never overwrite without ``force``.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import tempfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError, OutputError
+
+__all__ = ["load_array", "load_scores", "load_labels", "write_text", "split_source", "SUFFIXES"]
+
+SUFFIXES = (".npy", ".npz", ".pt", ".pth", ".csv")
+_KEYED = (".npz", ".pt", ".pth")
+MMAP_THRESHOLD_BYTES = 256 << 20
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+def split_source(source: str | os.PathLike) -> tuple[Path, str | None]:
+    """``"run.npz:logits"`` → (Path("run.npz"), "logits"); keys only follow .npz/.pt/.pth."""
+    text = os.fspath(source)
+    head, sep, key = text.rpartition(":")
+    if sep and head.lower().endswith(_KEYED) and key and "/" not in key and "\\" not in key:
+        return Path(head), key
+    return Path(text), None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _check_readable(path: Path, label: str) -> None:
+    if not path.exists():
+        raise InputError(f"{label}: no such file")
+    if path.is_dir():
+        raise InputError(f"{label}: is a directory, expected a file")
+    if not os.access(path, os.R_OK):
+        raise InputError(f"{label}: permission denied")
+
+
+def _load_npy(path: Path, label: str) -> np.ndarray:
+    with open(path, "rb") as f:
+        head = f.read(6)
+    if head != _NPY_MAGIC:
+        if head[:1] == b"\x80":
+            raise InputError(f"{label}: contains a pickled object, which calib never loads; save arrays with np.save")
+        raise InputError(f"{label}: not a .npy file (bad header)")
+    mmap = "r" if path.stat().st_size > MMAP_THRESHOLD_BYTES else None
+    try:
+        return np.load(path, mmap_mode=mmap, allow_pickle=False)
+    except ValueError as exc:
+        if "pickle" in str(exc).lower() or "object arrays" in str(exc).lower():
+            raise InputError(f"{label}: holds Python objects (pickled), which calib never loads") from None
+        raise InputError(f"{label}: truncated or corrupt .npy file ({_one_line(exc)})") from None
+    except (OSError, EOFError) as exc:
+        raise InputError(f"{label}: truncated or corrupt .npy file ({_one_line(exc)})") from None
+
+
+def _pick_key(mapping_keys: list[str], key: str | None, label: str, path: Path) -> str:
+    if key is None:
+        if len(mapping_keys) == 1:
+            return mapping_keys[0]
+        names = ", ".join(mapping_keys) or "none"
+        raise InputError(f"{label}: holds several arrays ({names}); name one as {path}:KEY")
+    if key not in mapping_keys:
+        names = ", ".join(mapping_keys) or "none"
+        raise InputError(f"{label}: no array named {key!r} (found: {names})")
+    return key
+
+
+def _load_npz(path: Path, key: str | None, label: str) -> np.ndarray:
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            name = _pick_key(list(archive.files), key, label, path)
+            return np.asarray(archive[name])
+    except InputError:
+        raise
+    except ValueError as exc:
+        if "pickle" in str(exc).lower() or "object arrays" in str(exc).lower():
+            raise InputError(f"{label}: holds Python objects (pickled), which calib never loads") from None
+        raise InputError(f"{label}: corrupt .npz file ({_one_line(exc)})") from None
+    except (OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
+        raise InputError(f"{label}: truncated or corrupt .npz file ({_one_line(exc)})") from None
+
+
+def _load_torch(path: Path, key: str | None, label: str) -> np.ndarray:
+    try:
+        import torch
+    except ImportError:
+        raise InputError(
+            f"{label}: reading .pt/.pth files needs PyTorch: pip install 'calibrate-cli[torch]' "
+            "(or save the arrays with np.save)"
+        ) from None
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises UnpicklingError, RuntimeError, EOFError, ... for bad files
+        text = _one_line(exc)
+        if "weights_only" in text or "Unsupported global" in text or "GLOBAL" in text:
+            raise InputError(
+                f"{label}: holds objects other than tensors; calib loads only tensors (weights_only=True)"
+            ) from None
+        raise InputError(f"{label}: cannot read as a torch file ({text})") from None
+    if isinstance(obj, dict):
+        tensors = {str(k): v for k, v in obj.items() if isinstance(v, torch.Tensor)}
+        obj = tensors[_pick_key(list(tensors), key, label, path)]
+    elif key is not None:
+        raise InputError(f"{label}: holds a single tensor, not a dict; drop ':{key}'")
+    if not isinstance(obj, torch.Tensor):
+        raise InputError(f"{label}: expected a tensor or a dict of tensors, got {type(obj).__name__}")
+    tensor = obj.detach().cpu()
+    if tensor.dtype in (torch.bfloat16, torch.float16):
+        tensor = tensor.float()
+    return tensor.numpy()
+
+
+def _parse_float(cell: str, label: str, line: int) -> float:
+    try:
+        return float(cell)
+    except ValueError:
+        raise InputError(f"{label}: line {line}: {cell.strip()!r} is not a number") from None
+
+
+def _read_csv(path: Path, label: str) -> tuple[list[str] | None, np.ndarray]:
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            rows = [row for row in csv.reader(f) if row and any(c.strip() for c in row)]
+    except UnicodeDecodeError:
+        raise InputError(f"{label}: not a text CSV file") from None
+    except (OSError, csv.Error) as exc:
+        raise InputError(f"{label}: cannot read CSV ({_one_line(exc)})") from None
+    if not rows:
+        raise InputError(f"{label}: empty CSV file (N = 0)")
+    header = None
+    try:
+        [float(c) for c in rows[0]]
+    except ValueError:
+        header, rows = [c.strip() for c in rows[0]], rows[1:]
+    width = len(header) if header else len(rows[0]) if rows else 0
+    values = np.empty((len(rows), width), dtype=np.float64)
+    first_line = 2 if header else 1
+    for i, row in enumerate(rows):
+        if len(row) != width:
+            raise InputError(f"{label}: line {i + first_line} has {len(row)} columns, expected {width}")
+        values[i] = [_parse_float(c, label, i + first_line) for c in row]
+    return header, values
+
+
+def _column_index(header: list[str] | None, column: str, width: int, label: str) -> int:
+    if header is not None and column in header:
+        return header.index(column)
+    try:
+        index = int(column)
+    except ValueError:
+        names = ", ".join(header) if header else "no header row"
+        raise InputError(f"{label}: no column named {column!r} ({names})") from None
+    if not -width <= index < width:
+        raise InputError(f"{label}: column {index} is out of range ({width} columns)")
+    return index % width
+
+
+def load_array(source: str | os.PathLike) -> np.ndarray:
+    """Load one array from ``source`` (.npy, .npz[:key], .pt/.pth[:key], .csv), never unpickling."""
+    path, key = split_source(source)
+    label = os.fspath(source)
+    suffix = path.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise InputError(f"{label}: unknown file type {suffix or '(none)'!r}; expected one of {', '.join(SUFFIXES)}")
+    _check_readable(path, label)
+    if suffix == ".npy":
+        return _load_npy(path, label)
+    if suffix == ".npz":
+        return _load_npz(path, key, label)
+    if suffix in (".pt", ".pth"):
+        return _load_torch(path, key, label)
+    _, values = _read_csv(path, label)
+    return values[:, 0] if values.shape[1] == 1 else values
+
+
+def load_scores(source: str | os.PathLike, *, label_col: str | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Load scores; with ``label_col`` (CSV only: a column name or index) also the labels column."""
+    if label_col is None:
+        return load_array(source), None
+    path, _ = split_source(source)
+    label = os.fspath(source)
+    if path.suffix.lower() != ".csv":
+        raise InputError(f"{label}: --label-col works with .csv files only")
+    _check_readable(path, label)
+    header, values = _read_csv(path, label)
+    col = _column_index(header, label_col, values.shape[1], label)
+    labels = values[:, col]
+    scores = np.delete(values, col, axis=1)
+    return (scores[:, 0] if scores.shape[1] == 1 else scores), labels
+
+
+def load_labels(source: str | os.PathLike) -> np.ndarray:
+    """Load labels: (N,) integers or one-hot (N, K), from any supported file type."""
+    return load_array(source)
+
+
+def write_text(path: str | os.PathLike, text: str, *, force: bool = False) -> Path:
+    """Write ``text`` to ``path`` atomically (temp file + rename); refuse to overwrite unless ``force``."""
+    path = Path(path)
+    if path.exists() and not force:
+        raise OutputError(f"{path}: already exists; use --force to overwrite")
+    if path.is_dir():
+        raise OutputError(f"{path}: is a directory")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise OutputError(f"{path}: folder {folder} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write ({_one_line(exc)})") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise OutputError(f"{path}: cannot write ({_one_line(exc)})") from None
+    return path

@@ -1,0 +1,172 @@
+"""Validated model outputs: scores (logits or probabilities) and integer labels (SPEC §1).
+
+:func:`as_predictions` is the single entry point that checks every limit before any work starts
+and turns the accepted input shapes into one canonical form:
+
+- scores ``(N, K)`` logits or probabilities, or a 1-D binary score vector (log-odds, or p(class 1)
+  with ``input_kind="probs"``), which becomes the two columns ``[0, s]`` (logits: softmax gives
+  ``[1 − σ(s), σ(s)]``) or ``[1 − p, p]``;
+- labels ``(N,)`` integers in [0, K), or one-hot ``(N, K)``; float labels must be whole numbers.
+
+Scores keep their dtype (a memory-mapped float32 file is not copied); computations convert chunks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Literal
+
+import numpy as np
+
+from .errors import InputError
+
+InputKind = Literal["logits", "probs"]
+INPUT_KINDS = ("logits", "probs")
+PROBS_SUM_TOLERANCE = 1e-3
+_CHUNK_ELEMENTS = 1 << 22  # ~32 MB of float64 per chunk
+
+
+@dataclass(frozen=True)
+class Predictions:
+    """Scores ``(N, K)`` of kind ``input_kind`` and labels ``(N,)`` int64, already validated."""
+
+    scores: np.ndarray
+    labels: np.ndarray
+    input_kind: InputKind = "logits"
+
+    @property
+    def n(self) -> int:
+        return int(self.scores.shape[0])
+
+    @property
+    def k(self) -> int:
+        return int(self.scores.shape[1])
+
+    def row_chunks(self, elements: int = _CHUNK_ELEMENTS) -> Iterator[slice]:
+        """Row slices of at most ``elements`` score values each (at least one row)."""
+        yield from row_chunks(self.n, self.k, elements)
+
+
+def row_chunks(n: int, k: int, elements: int = _CHUNK_ELEMENTS) -> Iterator[slice]:
+    step = max(1, elements // max(k, 1))
+    for start in range(0, n, step):
+        yield slice(start, min(n, start + step))
+
+
+def _first_bad_row(mask_rows: np.ndarray) -> int:
+    return int(np.flatnonzero(mask_rows)[0])
+
+
+def _check_scores(scores: np.ndarray, name: str, input_kind: str) -> np.ndarray:
+    if scores.dtype.kind not in "iuf":
+        raise InputError(f"{name}: scores must be numbers, got dtype {scores.dtype}")
+    if scores.ndim not in (1, 2):
+        raise InputError(
+            f"{name}: expected scores of shape (N, K) or (N,) for binary scores, got shape {scores.shape}"
+        )
+    if scores.shape[0] == 0:
+        raise InputError(f"{name}: no samples (N = 0)")
+    if scores.ndim == 2 and scores.shape[1] < 2:
+        raise InputError(
+            f"{name}: {scores.shape[1]} score column(s); need K ≥ 2 classes "
+            "(give binary scores as a 1-D vector of log-odds, or of p(class 1) with --probs)"
+        )
+    k = scores.shape[1] if scores.ndim == 2 else 1
+    for rows in row_chunks(scores.shape[0], k):
+        chunk = scores[rows]
+        if chunk.dtype.kind == "f":
+            bad = ~np.isfinite(chunk)
+            if bad.any():
+                bad_rows = bad if chunk.ndim == 1 else bad.any(axis=1)
+                row = rows.start + _first_bad_row(bad_rows)
+                what = "NaN" if np.isnan(chunk).any() else "Inf"
+                raise InputError(f"{name}: scores contain {what} (first at row {row})")
+        if input_kind == "probs":
+            if (chunk < 0).any() or (chunk > 1 + PROBS_SUM_TOLERANCE).any():
+                bad_rows = (chunk < 0) | (chunk > 1 + PROBS_SUM_TOLERANCE)
+                bad_rows = bad_rows if chunk.ndim == 1 else bad_rows.any(axis=1)
+                row = rows.start + _first_bad_row(bad_rows)
+                raise InputError(
+                    f"{name}: probabilities outside [0, 1] (first at row {row}); "
+                    "if these are logits, drop --probs"
+                )
+            if chunk.ndim == 2:
+                sums = chunk.sum(axis=1, dtype=np.float64)
+                off = np.abs(sums - 1.0) > PROBS_SUM_TOLERANCE
+                if off.any():
+                    row = rows.start + _first_bad_row(off)
+                    raise InputError(
+                        f"{name}: probability rows must sum to 1 (±{PROBS_SUM_TOLERANCE:g}); row {row} sums to "
+                        f"{sums[off][0]:.6g}; if these are logits, drop --probs"
+                    )
+    return scores
+
+
+def _binary_columns(scores: np.ndarray, input_kind: str) -> np.ndarray:
+    s = np.asarray(scores, dtype=np.float64)
+    if input_kind == "probs":
+        return np.stack([1.0 - s, s], axis=1)
+    return np.stack([np.zeros_like(s), s], axis=1)
+
+
+def _check_labels(labels: np.ndarray, name: str, k: int) -> np.ndarray:
+    if labels.dtype.kind not in "iufb":
+        raise InputError(f"{name}: labels must be integers, got dtype {labels.dtype}")
+    if labels.ndim == 2:
+        if labels.shape[1] != k:
+            raise InputError(
+                f"{name}: one-hot labels have {labels.shape[1]} columns but the scores have K = {k}"
+            )
+        onehot = labels.astype(np.float64)
+        if not np.isin(onehot, (0.0, 1.0)).all() or not (onehot.sum(axis=1) == 1).all():
+            bad = ~(np.isin(onehot, (0.0, 1.0)).all(axis=1) & (onehot.sum(axis=1) == 1))
+            raise InputError(
+                f"{name}: 2-D labels must be one-hot (one 1 per row, zeros elsewhere); "
+                f"row {_first_bad_row(bad)} is not"
+            )
+        return onehot.argmax(axis=1).astype(np.int64)
+    if labels.ndim != 1:
+        raise InputError(f"{name}: expected labels of shape (N,) or one-hot (N, K), got shape {labels.shape}")
+    if labels.dtype.kind == "f":
+        bad = ~np.isfinite(labels) | (labels != np.round(labels))
+        if bad.any():
+            row = _first_bad_row(bad)
+            raise InputError(f"{name}: labels must be whole numbers; row {row} is {labels[row]!r}")
+    out = labels.astype(np.int64)
+    bad = (out < 0) | (out >= k)
+    if bad.any():
+        row = _first_bad_row(bad)
+        raise InputError(
+            f"{name}: label {out[row]} at row {row} is out of range for K = {k} classes (expected 0..{k - 1})"
+        )
+    return out
+
+
+def as_predictions(
+    scores: np.ndarray,
+    labels: np.ndarray,
+    input_kind: InputKind = "logits",
+    *,
+    scores_name: str = "scores",
+    labels_name: str = "labels",
+) -> Predictions:
+    """Validate ``scores`` and ``labels`` (SPEC §1) and return them in canonical form.
+
+    Raises :class:`~calibrate_cli.errors.InputError` with a one-line message naming the input
+    (``scores_name`` / ``labels_name``, e.g. the file paths) for every problem: wrong ndim, N = 0,
+    K < 2, NaN/Inf, probabilities that are negative or whose rows don't sum to 1, labels that are
+    not whole numbers, out of range or of a different N than the scores.
+    """
+    if isinstance(input_kind, bool) or input_kind not in INPUT_KINDS:
+        raise InputError(f"Expected `input_kind` to be one of {INPUT_KINDS}, but got {input_kind!r}")
+    scores = scores if isinstance(scores, np.ndarray) else np.asarray(scores)
+    labels = labels if isinstance(labels, np.ndarray) else np.asarray(labels)
+    _check_scores(scores, scores_name, input_kind)
+    if labels.ndim >= 1 and labels.shape[0] != scores.shape[0]:
+        raise InputError(
+            f"{labels_name}: {labels.shape[0]} labels but {scores_name} has {scores.shape[0]} rows of scores"
+        )
+    if scores.ndim == 1:
+        scores = _binary_columns(scores, input_kind)
+    labels = _check_labels(labels, labels_name, scores.shape[1])
+    return Predictions(scores=scores, labels=labels, input_kind=input_kind)
