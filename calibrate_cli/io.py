@@ -10,6 +10,7 @@ starts with the file's path. Outputs are written atomically and never overwrite 
 from __future__ import annotations
 
 import csv
+import json
 import os
 import tempfile
 import zipfile
@@ -19,7 +20,7 @@ import numpy as np
 
 from .errors import InputError, OutputError
 
-__all__ = ["load_array", "load_scores", "load_labels", "write_text", "split_source", "SUFFIXES"]
+__all__ = ["load_array", "load_scores", "load_labels", "load_temperature", "write_text", "split_source", "SUFFIXES"]
 
 SUFFIXES = (".npy", ".npz", ".pt", ".pth", ".csv")
 _KEYED = (".npz", ".pt", ".pth")
@@ -234,3 +235,26 @@ def write_text(path: str | os.PathLike, text: str, *, force: bool = False) -> Pa
         Path(tmp).unlink(missing_ok=True)
         raise OutputError(f"{path}: cannot write ({_one_line(exc)})") from None
     return path
+
+
+def load_temperature(value: str) -> float:
+    """A temperature given as a number (``"1.5"``) or as a JSON file with a ``"temperature"`` key
+    (what ``calib temperature --output t.json`` writes)."""
+    from .temperature import check_temperature
+
+    try:
+        return check_temperature(float(value))
+    except ValueError:
+        pass
+    path = Path(value)
+    _check_readable(path, value)
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{value}: not a number nor a readable JSON file ({_one_line(exc)})") from None
+    if not isinstance(document, dict) or "temperature" not in document:
+        raise InputError(f"{value}: JSON has no \"temperature\" key")
+    try:
+        return check_temperature(document["temperature"])
+    except InputError as exc:
+        raise InputError(f"{value}: {exc}") from None
