@@ -243,9 +243,11 @@ def load_temperature(value: str) -> float:
     from .temperature import check_temperature
 
     try:
-        return check_temperature(float(value))
+        number = float(value)
     except ValueError:
-        pass
+        number = None
+    if number is not None:
+        return check_temperature(number)
     path = Path(value)
     _check_readable(path, value)
     try:
