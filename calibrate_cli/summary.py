@@ -113,15 +113,14 @@ def summarize(
         correct[rows] = pred == y
         nll[rows] = -logp_y.astype(np.float64)
 
-        p64 = p.astype(np.float64, copy=True)
-        p_y = p64[r, y]
-        p64[r, y] -= 1.0
-        brier[rows] = np.einsum("ij,ij->i", p64, p64)
         if top5 is not None:
-            p64[r, y] += 1.0
+            p_y = p[r, y][:, None]
             cols = np.arange(k)[None, :]
-            rank = (p64 > p_y[:, None]).sum(axis=1) + ((p64 == p_y[:, None]) & (cols < y[:, None])).sum(axis=1)
+            rank = (p > p_y).sum(axis=1) + ((p == p_y) & (cols < y[:, None])).sum(axis=1)
             top5[rows] = rank < 5
+        residual = p.astype(np.float64, copy=True)
+        residual[r, y] -= 1.0
+        brier[rows] = np.einsum("ij,ij->i", residual, residual)
         if classwise:
             c, sp, sy = _class_bin_statistics(p, y, edges, lowest_closed)
             cw_count += c
