@@ -175,10 +175,10 @@ def load_array(source: str | os.PathLike) -> np.ndarray:
     """Load one array from ``source`` (.npy, .npz[:key], .pt/.pth[:key], .csv), never unpickling."""
     path, key = split_source(source)
     label = os.fspath(source)
+    _check_readable(path, label)
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
         raise InputError(f"{label}: unknown file type {suffix or '(none)'!r}; expected one of {', '.join(SUFFIXES)}")
-    _check_readable(path, label)
     if suffix == ".npy":
         return _load_npy(path, label)
     if suffix == ".npz":
