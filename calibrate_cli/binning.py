@@ -55,13 +55,15 @@ def torch_linspace_edges(n_bins: int) -> np.ndarray:
     """The float32 edges of ``torch.linspace(0, 1, M + 1)``, reproduced without torch.
 
     torch computes ``start + i·step`` for the first half and ``end − (M − i)·step`` for the second,
-    in float32, with ``step = (end − start) / M``. Used only by ``compat="focal-calibration"``.
+    with ``step = float32(1 / M)`` and a fused multiply-add (one rounding to float32), which float64
+    arithmetic followed by a single rounding reproduces exactly. Used only by
+    ``compat="focal-calibration"``.
     """
     m = _check_n_bins(n_bins)
-    step = np.float32(1.0) / np.float32(m)
-    i = np.arange(m + 1)
-    first = np.float32(0.0) + i.astype(np.float32) * step
-    second = np.float32(1.0) - (m - i).astype(np.float32) * step
+    step = np.float64(np.float32(1.0) / np.float32(m))
+    i = np.arange(m + 1, dtype=np.float64)
+    first = i * step
+    second = 1.0 - (m - i) * step
     return np.where(i < (m + 1) // 2, first, second).astype(np.float32)
 
 

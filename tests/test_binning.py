@@ -119,5 +119,12 @@ def test_torch_linspace_edges_float32():
     edges = torch_linspace_edges(15)
     assert edges.dtype == np.float32 and edges[0] == 0 and edges[-1] == 1
     np.testing.assert_allclose(edges, np.arange(16) / 15, atol=1e-7)
+    # 1 − 3·float32(1/15) = 0.79999998957… exactly, rounded once to float32: 0.800000011920929
+    # (rounding the product 3·step to float32 first would give 0.79999995)
+    assert float(edges[12]) == 0.800000011920929
+
+
+@pytest.mark.parametrize("m", [7, 10, 15, 20, 30, 100])
+def test_torch_linspace_edges_equal_torch(m):
     torch = pytest.importorskip("torch")
-    assert edges.tolist() == torch.linspace(0, 1, 16).tolist()
+    assert torch_linspace_edges(m).tolist() == torch.linspace(0, 1, m + 1).tolist()

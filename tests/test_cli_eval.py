@@ -243,6 +243,10 @@ def test_usage_errors_exit_2(runner, data):
     assert run(runner, "eval", folder / "logits.npy", folder / "labels.npy", "--format", "xml").exit_code == 2
 
 
+class Evil:
+    """Not a tensor: torch.load(weights_only=True) must refuse it."""
+
+
 def test_pt_files(runner, data, tmp_path):
     folder, logits, labels = data
     try:
@@ -254,10 +258,6 @@ def test_pt_files(runner, data, tmp_path):
     torch.save({"logits": torch.from_numpy(logits), "labels": torch.from_numpy(labels)}, tmp_path / "run.pt")
     doc = json.loads(run(runner, "eval", f"{tmp_path}/run.pt:logits", f"{tmp_path}/run.pt:labels", "-f", "json").stdout)
     assert doc["metrics"]["ece"] == calib.evaluate(logits, labels).metrics["ece"]
-
-    class Evil:
-        pass
-
     torch.save({"obj": Evil()}, tmp_path / "evil.pt")
     assert_one_line_error(run(runner, "eval", f"{tmp_path}/evil.pt:obj", folder / "labels.npy"), "evil.pt")
 
