@@ -18,7 +18,7 @@ import numpy as np
 from .binning import BinStats, assign_bins, torch_linspace_edges, uniform_edges
 from .errors import InputError
 from .predictions import Predictions
-from .probabilities import log_softmax, softmax
+from .probabilities import softmax_and_log_normalizer
 
 COMPAT_FOCAL_CALIBRATION = "focal-calibration"
 COMPAT_MODES = (COMPAT_FOCAL_CALIBRATION,)
@@ -102,8 +102,8 @@ def summarize(
         r = np.arange(y.shape[0])
         scores = predictions.scores[rows]
         if is_logits:
-            p = softmax(scores, dtype=work_dtype)
-            logp_y = log_softmax(scores, dtype=work_dtype)[r, y]
+            p, z, log_norm = softmax_and_log_normalizer(scores, dtype=work_dtype)
+            logp_y = z[r, y] - log_norm
         else:
             p = np.asarray(scores, dtype=work_dtype)
             with np.errstate(divide="ignore"):

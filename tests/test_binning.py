@@ -128,3 +128,15 @@ def test_torch_linspace_edges_float32():
 def test_torch_linspace_edges_equal_torch(m):
     torch = pytest.importorskip("torch")
     assert torch_linspace_edges(m).tolist() == torch.linspace(0, 1, m + 1).tolist()
+
+
+def test_uniform_fast_path_equals_searchsorted_on_edges_and_neighbours():
+    for m in (2, 3, 7, 10, 15, 20, 100):
+        edges = uniform_edges(m)
+        near = np.concatenate([edges, np.nextafter(edges, 2), np.nextafter(edges, -1), [0.0, 1.0, 1.5, -0.1]])
+        rng = np.random.default_rng(m)
+        values = np.concatenate([near, rng.uniform(0, 1, 5000), np.arange(0, 1001) / 1000])
+        expected = np.searchsorted(edges, values, side="left") - 1
+        expected = np.minimum(expected, m - 1)
+        got = assign_bins(values, edges, lowest_closed=False)
+        np.testing.assert_array_equal(got, expected)
