@@ -56,6 +56,7 @@ __all__ = [
     "reliability_figure",
     "comparison_figure",
     "before_after_figure",
+    "eval_figure",
     "classwise_figure",
     "figure_format",
     "check_figure_path",
@@ -196,6 +197,21 @@ class ReliabilityDiagram:
             interval=interval,
             temperature=temperature,
             accuracy=metrics["accuracy"],
+        )
+
+    @classmethod
+    def from_report(
+        cls, report, *, label: str | None = None, interval: tuple[float, float] | None = None
+    ) -> "ReliabilityDiagram":
+        """The diagram of an :class:`~calibrate_cli.evaluate.EvalReport` (its equal-width bins and
+        ECE, no recomputation): what ``calib eval --plot`` draws."""
+        return cls(
+            report.bins,
+            ece=report.metrics["ece"],
+            metric_name="ECE",
+            label=label,
+            interval=interval,
+            accuracy=report.metrics["accuracy"],
         )
 
     # ----------------------------------------------------------------------------------- drawing
@@ -438,6 +454,11 @@ def reliability_figure(diagram: ReliabilityDiagram, *, title: str | None = None)
     return fig
 
 
+def eval_figure(report, *, label: str | None = None, interval: tuple[float, float] | None = None, title=None):
+    """The figure of ``calib eval --plot``: the diagram of an EvalReport with its histogram."""
+    return reliability_figure(ReliabilityDiagram.from_report(report, label=label, interval=interval), title=title)
+
+
 def before_after_figure(
     scores,
     labels,
@@ -502,7 +523,10 @@ def classwise_figure(diagrams: Sequence[ReliabilityDiagram], *, title: str | Non
         Patch(facecolor=UNDER_FACE, edgecolor=UNDER_COLOR, hatch="\\\\\\", label="Gap: under-confident"),
         Line2D([], [], linestyle="--", color="#333333", label="Perfect calibration"),
     ]
-    fig.legend(handles=handles, loc="outside lower center", ncols=4, fontsize="small", frameon=False)
+    try:  # matplotlib ≥ 3.7 reserves room for a legend placed "outside"
+        fig.legend(handles=handles, loc="outside lower center", ncols=4, fontsize="small", frameon=False)
+    except ValueError:
+        fig.legend(handles=handles, loc="lower center", ncols=4, fontsize="small", frameon=False)
     if title:
         fig.suptitle(title, fontweight="bold")
     return fig
