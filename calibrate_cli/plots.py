@@ -55,6 +55,7 @@ __all__ = [
     "classwise_diagrams",
     "reliability_figure",
     "comparison_figure",
+    "overlay_figure",
     "before_after_figure",
     "eval_figure",
     "classwise_figure",
@@ -241,10 +242,12 @@ class ReliabilityDiagram:
     ) -> "ReliabilityDiagram":
         """Draw the diagram on ``ax`` (a new Agg figure with a histogram axis when None).
 
-        ``legend_loc``: where the legend goes (default: upper left for a mostly over-confident model,
-        lower right otherwise, where the bars leave room). ``hist_ax``: where to draw the share of samples per bin (none when ``ax`` is given without
-        it). ``title`` overrides the model label. ``kwargs`` go to the accuracy bars
-        (``Axes.bar``), e.g. ``color``. Returns ``self`` with ``ax_``, ``hist_ax_``, ``figure_`` set.
+        ``hist_ax``: where to draw the share of samples per bin (none when ``ax`` is given without
+        it). ``title`` overrides the model label. ``legend_loc``: where the legend goes (default:
+        upper left for a mostly over-confident model, lower right otherwise, where the bars leave
+        room). ``kwargs`` go to the accuracy bars (``Axes.bar``), e.g. ``color``. Returns ``self``
+        with ``ax_``, ``hist_ax_``, ``figure_`` set. To draw several models on the same axes, use
+        :meth:`plot_curve` (or :func:`overlay_figure`).
         """
         if ax is None:
             fig = _new_figure(PANEL_SIZE)
@@ -333,6 +336,49 @@ class ReliabilityDiagram:
             ax.tick_params(labelbottom=False)
         else:
             ax.set_xlabel(self.xlabel, fontsize=text_size)
+        self.ax_ = ax
+        self.figure_ = ax.figure
+        return self
+
+
+    def plot_curve(self, ax=None, *, hist_ax=None, color=None, marker: str = "o", **kwargs) -> "ReliabilityDiagram":
+        """Draw the diagram as a reliability curve, for several models on the same axes.
+
+        One point per non-empty bin at (mean confidence, accuracy), joined by a line labelled with
+        the model's name and its ECE; on ``hist_ax``, the share of samples per bin as an outline.
+        The diagonal and the legend are left to the caller (:func:`overlay_figure` draws them).
+        ``kwargs`` go to ``Axes.plot``. Sets ``curve_``, ``hist_steps_``, ``ax_``, ``figure_``.
+        """
+        if ax is None:
+            fig = _new_figure(PANEL_SIZE)
+            ax, hist_ax = _diagram_axes(fig, fig.add_gridspec(1, 1)[0, 0])
+        bins = self.bins
+        nonempty = bins.nonempty
+        name = self.title()
+        label = f"{name} — {self.legend_label()}" if name else self.legend_label()
+        style = {"marker": marker, "markersize": 4.5, "linewidth": 1.8, "label": label, "zorder": 3}
+        style.update(kwargs)
+        (self.curve_,) = ax.plot(bins.mean_confidence[nonempty], bins.accuracy[nonempty], color=color, **style)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_ylabel(self.ylabel)
+        ax.grid(True, color="#dddddd", linewidth=0.6, zorder=0)
+        ax.set_axisbelow(True)
+        self.hist_ax_ = hist_ax
+        self.hist_steps_ = None
+        if hist_ax is not None:
+            edges = np.asarray(bins.edges, dtype=np.float64)
+            share = bins.count / max(self.n, 1)
+            self.hist_steps_ = hist_ax.stairs(share, edges, color=self.curve_.get_color(), linewidth=1.5)
+            hist_ax.set_xlim(0, 1)
+            hist_ax.set_ylabel("Share")
+            hist_ax.set_xlabel(self.xlabel)
+            hist_ax.yaxis.set_major_formatter(_percent_formatter())
+            hist_ax.yaxis.set_major_locator(_max_n_locator(3))
+            hist_ax.grid(True, axis="y", color="#dddddd", linewidth=0.6)
+            ax.tick_params(labelbottom=False)
+        else:
+            ax.set_xlabel(self.xlabel)
         self.ax_ = ax
         self.figure_ = ax.figure
         return self
@@ -446,6 +492,28 @@ def comparison_figure(diagrams: Sequence[ReliabilityDiagram], *, title: str | No
     return fig
 
 
+OVERLAY_COLORS = ("#e66101", "#5e3c99", "#1b9e77", "#222222", "#e7298a", "#a6761d", "#66a61e", "#7570b3")
+
+
+def overlay_figure(diagrams: Sequence[ReliabilityDiagram], *, title: str | None = None):
+    """Several diagrams on the same axes, as reliability curves (e.g. before / after temperature)."""
+    diagrams = list(diagrams)
+    if not diagrams:
+        raise InputError("nothing to plot: no diagrams")
+    fig = _new_figure((PANEL_SIZE[0] + 0.6, PANEL_SIZE[1]))
+    ax, hist_ax = _diagram_axes(fig, fig.add_gridspec(1, 1)[0, 0])
+    for i, diagram in enumerate(diagrams):
+        diagram.plot_curve(ax, hist_ax=hist_ax, color=OVERLAY_COLORS[i % len(OVERLAY_COLORS)])
+    ax.plot([0, 1], [0, 1], linestyle="--", color="#333333", linewidth=1.2, zorder=2, label="Perfect calibration")
+    weight = sum(float((d.bins.sum_conf - d.bins.sum_correct).sum()) for d in diagrams)
+    ax.legend(loc="upper left" if weight >= 0 else "lower right", fontsize="small", framealpha=0.92)
+    top = hist_ax.get_ylim()[1]
+    hist_ax.set_ylim(0, min(1.0, top))
+    if title:
+        ax.set_title(title)
+    return fig
+
+
 def reliability_figure(diagram: ReliabilityDiagram, *, title: str | None = None):
     """The figure of one diagram with its histogram."""
     fig = comparison_figure([diagram])
@@ -468,13 +536,15 @@ def before_after_figure(
     strategy: str = "uniform",
     title: str | None = None,
     intervals: tuple | None = None,
+    overlay: bool = False,
     scores_name: str = "scores",
     labels_name: str = "labels",
 ):
     """Before / after temperature scaling side by side: softmax(logits) and softmax(logits / T).
 
-    ``intervals``: optional ((low, high) before, (low, high) after) for the legends. This is what
-    ``calib temperature --plot`` and ``calib plot --temperature`` draw.
+    ``intervals``: optional ((low, high) before, (low, high) after) for the legends; ``overlay``:
+    both as curves on the same axes. This is what ``calib temperature --plot`` and
+    ``calib plot --temperature`` draw.
     """
     temperature = check_temperature(temperature)
     low_high = intervals if intervals is not None else (None, None)
@@ -487,6 +557,8 @@ def before_after_figure(
         scores, labels, temperature=temperature, label=f"After: T = {_format_temperature(temperature)}",
         interval=low_high[1], **common,
     )
+    if overlay:
+        return overlay_figure([before, after], title=title)
     return comparison_figure([before, after], title=title)
 
 

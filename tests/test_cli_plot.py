@@ -86,6 +86,10 @@ def test_usage_errors(runner, data):
     assert r.exit_code == 2 and "cannot be combined" in r.stderr
     r = run(runner, ["plot", a, y, "-o", data / "f.png", "--name", "x", "--name", "y"])
     assert r.exit_code == 2 and "--name" in r.stderr
+    r = run(runner, ["plot", a, y, "-o", data / "f.png", "--overlay"])
+    assert r.exit_code == 2 and "--overlay" in r.stderr
+    r = run(runner, ["plot", a, y, "-o", data / "f.png", "--classwise", "--strategy", "quantile"])
+    assert r.exit_code == 2 and "--classwise" in r.stderr
     r = run(runner, ["plot", a, y])
     assert r.exit_code == 2 and "--output" in r.stderr
 
@@ -98,12 +102,16 @@ def test_compare_temperature_classwise_quantile(runner, data):
         "ba.svg": ["--temperature", data / "t.json"],
         "cw.pdf": ["--classwise"],
         "q.png": ["--strategy", "quantile", "--n-bins", "5", "--dpi", "72"],
+        "ov.png": ["--temperature", "2", "--overlay"],
+        "ov2.svg": ["--compare", b, y, "--overlay"],
     }
     for name, extra in cases.items():
         result = run(runner, ["plot", a, y, "-o", data / name, *extra])
         assert result.exit_code == 0, (name, result.stderr)
         assert (data / name).stat().st_size > 1000
     assert b"After: T = 1.7" in (data / "ba.svg").read_bytes()
+    svg = (data / "ov2.svg").read_bytes()
+    assert b"model_a \xe2\x80\x94 ECE" in svg and b"model_b \xe2\x80\x94 ECE" in svg
 
 
 def test_probs_input(runner, data):

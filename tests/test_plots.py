@@ -25,6 +25,7 @@ from calibrate_cli.plots import (
     comparison_figure,
     eval_figure,
     figure_format,
+    overlay_figure,
     reliability_figure,
     save_figure,
 )
@@ -281,6 +282,25 @@ def test_comparison_and_before_after_figures():
     fig = comparison_figure([d1, d2, d1])
     assert len(fig.axes) == 6  # diagram + histogram per model
     assert d1.hist_ax_.get_ylim() == d2.hist_ax_.get_ylim()  # one scale for comparison
+
+
+def test_overlay_curves_pass_through_bin_means():
+    logits, labels = synthetic(n=900, sharpen=2.0, seed=4)
+    conf, correct = naive_top_label(logits, labels)
+    count, s_conf, s_corr = naive_uniform_bins(conf, correct, 15)
+    nonempty = [b for b in range(15) if count[b]]
+    before = ReliabilityDiagram.from_predictions(logits, labels, label="before")
+    after = ReliabilityDiagram.from_predictions(logits, labels, label="after", temperature=2.0)
+    fig = overlay_figure([before, after], title="overlay")
+    x, y = before.curve_.get_data()
+    np.testing.assert_allclose(x, [s_conf[b] / count[b] for b in nonempty], atol=1e-12)
+    np.testing.assert_allclose(y, [s_corr[b] / count[b] for b in nonempty], atol=1e-12)
+    assert before.ax_ is after.ax_  # the same axes
+    texts = [t.get_text() for t in before.ax_.get_legend().get_texts()]
+    assert texts[0] == f"before — ECE = {100 * naive_ece(count, s_conf, s_corr, len(labels)):.2f}%"
+    assert texts[1].startswith("after, T = 2 — ECE = ") and texts[2] == "Perfect calibration"
+    assert before.hist_steps_.get_data().values.sum() == pytest.approx(1.0)
+    assert len(fig.axes) == 2
 
 
 def test_eval_figure_uses_the_report_bins():

@@ -50,6 +50,10 @@ def model_names(sources: list[str], names: tuple[str, ...]) -> list[str]:
 @click.option("--name", "names", multiple=True, metavar="NAME", help="Model name (repeatable, one per model).")
 @click.option("--title", help="Figure title.")
 @click.option(
+    "--overlay", is_flag=True,
+    help="With --temperature or --compare: draw the models as curves on the same axes instead of side by side.",
+)
+@click.option(
     "--classwise", is_flag=True,
     help=f"A grid of per-class diagrams (p_k against [y = k]) for up to {MAX_CLASSWISE_CLASSES} classes.",
 )
@@ -59,7 +63,7 @@ def model_names(sources: list[str], names: tuple[str, ...]) -> list[str]:
 @click.option("--force", is_flag=True, help="Overwrite FILE if it exists.")
 def plot_command(
     scores, labels, input_kind, label_col, output, n_bins, strategy, temperature_value, compare, names, title,
-    classwise, dpi, force,
+    classwise, overlay, dpi, force,
 ):
     """Draw a reliability diagram of a model's saved outputs.
 
@@ -77,6 +81,7 @@ def plot_command(
       calib plot logits.npy labels.npy -o reliability.png
       calib plot logits.npy labels.npy -o reliability.pdf --strategy quantile --title "ResNet-50"
       calib plot logits.npy labels.npy -o before_after.png --temperature t.json
+      calib plot logits.npy labels.npy -o before_after.png --temperature 1.5 --overlay
       calib plot ce.npy labels.npy --compare focal.npy labels.npy --name CE --name "Focal (γ=3)" -o cmp.svg
       calib plot logits.npy labels.npy --classwise -o classes.png
     """
@@ -86,6 +91,7 @@ def plot_command(
         classwise_diagrams,
         classwise_figure,
         comparison_figure,
+        overlay_figure,
         save_figure,
     )
 
@@ -93,6 +99,8 @@ def plot_command(
         raise click.UsageError("--temperature and --compare cannot be combined")
     if classwise and (compare or temperature_value is not None):
         raise click.UsageError("--classwise cannot be combined with --compare or --temperature")
+    if overlay and not (compare or temperature_value is not None):
+        raise click.UsageError("--overlay needs --temperature or --compare (several diagrams)")
     if classwise and strategy != "uniform":
         raise click.UsageError("--classwise uses equal-width bins (as classwise-ECE); drop --strategy")
     if temperature_value is not None and input_kind == "probs":
@@ -113,7 +121,7 @@ def plot_command(
     elif temperature is not None:
         fig = before_after_figure(
             score_array, label_array, temperature, n_bins=n_bins, strategy=strategy,
-            title=title or names_[0], scores_name=scores, labels_name=labels_name,
+            title=title or names_[0], overlay=overlay, scores_name=scores, labels_name=labels_name,
         )
     else:
         diagrams = [
@@ -128,6 +136,6 @@ def plot_command(
                     s_arr, l_arr, strategy=strategy, label=name, scores_name=s_name, labels_name=l_name, **common
                 )
             )
-        fig = comparison_figure(diagrams, title=title)
+        fig = (overlay_figure if overlay else comparison_figure)(diagrams, title=title)
     path = save_figure(fig, output, dpi=dpi, force=force)
     render.stderr_console().print(f"Wrote {path}", soft_wrap=True, markup=False)
