@@ -91,6 +91,18 @@ def _percent(x: float) -> str:
     return f"{100 * x:.2f}%"
 
 
+def _compact(count: int) -> str:
+    """1234 → "1.2k", 999999 → "1.0M" (counts over histogram bars)."""
+    if count < 1000:
+        return str(count)
+    for size, suffix in ((1e3, "k"), (1e6, "M"), (1e9, "G")):
+        value = count / size
+        text = f"{value:.1f}" if value < 9.95 else f"{value:.0f}"
+        if float(text) < 1000 or suffix == "G":
+            return text + suffix
+    raise AssertionError("unreachable")
+
+
 def _format_temperature(t: float) -> str:
     return f"{t:.4g}"
 
@@ -110,7 +122,7 @@ class ReliabilityDiagram:
     accuracy      overall accuracy (None when not known, e.g. classwise panels)
 
     After :meth:`plot`: ``ax_``, ``hist_ax_`` (None without histogram), ``figure_``, and the
-    artists ``accuracy_bars_``, ``over_bars_``, ``under_bars_``, ``hist_bars_``, ``diagonal_``,
+    artists ``accuracy_bars_``, ``over_bars_``, ``under_bars_``, ``hist_bars_``, ``count_labels_``, ``diagonal_``,
     ``legend_``.
     """
 
@@ -238,6 +250,7 @@ class ReliabilityDiagram:
         legend: bool = True,
         legend_loc: str | None = None,
         fontsize: float | None = None,
+        count_labels: bool = True,
         **kwargs,
     ) -> "ReliabilityDiagram":
         """Draw the diagram on ``ax`` (a new Agg figure with a histogram axis when None).
@@ -245,7 +258,8 @@ class ReliabilityDiagram:
         ``hist_ax``: where to draw the share of samples per bin (none when ``ax`` is given without
         it). ``title`` overrides the model label. ``legend_loc``: where the legend goes (default:
         upper left for a mostly over-confident model, lower right otherwise, where the bars leave
-        room). ``kwargs`` go to the accuracy bars (``Axes.bar``), e.g. ``color``. Returns ``self``
+        room). ``count_labels``: write each bin's sample count over its histogram bar (bars at least
+        1/30 wide). ``kwargs`` go to the accuracy bars (``Axes.bar``), e.g. ``color``. Returns ``self``
         with ``ax_``, ``hist_ax_``, ``figure_`` set. To draw several models on the same axes, use
         :meth:`plot_curve` (or :func:`overlay_figure`).
         """
@@ -319,6 +333,7 @@ class ReliabilityDiagram:
 
         self.hist_ax_ = hist_ax
         self.hist_bars_ = None
+        self.count_labels_ = []
         if hist_ax is not None:
             share = bins.count[nonempty] / max(self.n, 1)
             self.hist_bars_ = hist_ax.bar(
@@ -326,7 +341,18 @@ class ReliabilityDiagram:
             )
             hist_ax.set_xlim(0, 1)
             top = float(share.max()) if share.size else 1.0
-            hist_ax.set_ylim(0, min(1.0, top * 1.15) if top > 0 else 1.0)
+            if count_labels:
+                # the sample count over each bar wide enough for it: a bin of 3 samples explains
+                # a large gap that costs little ECE
+                counts = bins.count[nonempty]
+                wide = widths >= 1 / 30
+                for left, width, h, c in zip(lefts[wide], widths[wide], share[wide], counts[wide]):
+                    self.count_labels_.append(
+                        hist_ax.text(left + width / 2, h, _compact(int(c)), ha="center", va="bottom",
+                                     fontsize=6.5, color="#444444", clip_on=False)
+                    )
+            headroom = 1.32 if count_labels else 1.15
+            hist_ax.set_ylim(0, top * headroom if top > 0 else 1.0)
             hist_ax.set_ylabel("Share", fontsize=text_size)
             hist_ax.set_xlabel(self.xlabel, fontsize=text_size)
             hist_ax.yaxis.set_major_formatter(_percent_formatter())

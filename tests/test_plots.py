@@ -115,9 +115,18 @@ def test_hand_example_bars_gaps_and_histogram():
     np.testing.assert_allclose(ub, [0.7, 0.9])
     _, _, hh, _ = bar_data(d.hist_bars_)
     np.testing.assert_allclose(hh, [1 / 3] * 3)
+    assert [t.get_text() for t in d.count_labels_] == ["1", "1", "1"]
     texts = [t.get_text() for t in d.legend_.get_texts()]
     assert texts[0] == "ECE = 40.00%"
     assert "Perfect calibration" in texts
+
+
+def test_compact_counts():
+    from calibrate_cli.plots import _compact
+
+    assert [_compact(c) for c in (0, 999, 1000, 1234, 9_960, 12_345, 999_999, 1_500_000)] == [
+        "0", "999", "1.0k", "1.2k", "10k", "12k", "1.0M", "1.5M"
+    ]
 
 
 def test_interval_in_legend_and_label_in_title():
@@ -147,6 +156,7 @@ def test_uniform_bars_equal_naive_accuracy(sharpen):
     _, _, hist, _ = bar_data(d.hist_bars_)
     np.testing.assert_allclose(hist, [count[b] / len(labels) for b in nonempty], atol=1e-12)
     assert hist.sum() == pytest.approx(1.0)
+    assert [t.get_text() for t in d.count_labels_] == [str(count[b]) for b in nonempty]
     expected = naive_ece(count, s_conf, s_corr, len(labels))
     assert d.ece == pytest.approx(expected, abs=1e-12)
     assert f"{100 * expected:.2f}%" in d.legend_.get_texts()[0].get_text()
