@@ -250,7 +250,7 @@ class ReliabilityDiagram:
         legend: bool = True,
         legend_loc: str | None = None,
         fontsize: float | None = None,
-        count_labels: bool = True,
+        count_labels: bool | None = None,
         **kwargs,
     ) -> "ReliabilityDiagram":
         """Draw the diagram on ``ax`` (a new Agg figure with a histogram axis when None).
@@ -259,7 +259,7 @@ class ReliabilityDiagram:
         it). ``title`` overrides the model label. ``legend_loc``: where the legend goes (default:
         upper left for a mostly over-confident model, lower right otherwise, where the bars leave
         room). ``count_labels``: write each bin's sample count over its histogram bar (bars at least
-        1/30 wide). ``kwargs`` go to the accuracy bars (``Axes.bar``), e.g. ``color``. Returns ``self``
+        1/30 wide); default: for equal-width bins only (equal-mass bins all hold ~N/M). ``kwargs`` go to the accuracy bars (``Axes.bar``), e.g. ``color``. Returns ``self``
         with ``ax_``, ``hist_ax_``, ``figure_`` set. To draw several models on the same axes, use
         :meth:`plot_curve` (or :func:`overlay_figure`).
         """
@@ -274,6 +274,8 @@ class ReliabilityDiagram:
         acc = bins.accuracy[nonempty]
         conf = bins.mean_confidence[nonempty]
         text_size = fontsize
+        if count_labels is None:
+            count_labels = self.strategy == "uniform"
 
         bar_kwargs = {"color": ACCURACY_COLOR, "edgecolor": "white", "linewidth": 0.6, "label": self.ylabel}
         bar_kwargs.update(kwargs)

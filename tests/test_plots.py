@@ -193,6 +193,7 @@ def test_quantile_bars_have_the_widths_of_the_equal_mass_edges():
     np.testing.assert_allclose(h, [s_corr[b] / count[b] for b in nonempty], atol=1e-12)
     assert sum(count) == n == int(d.bins.count.sum())
     assert d.legend_.get_texts()[0].get_text().startswith("AdaECE = ")
+    assert d.count_labels_ == []  # every equal-mass bin holds ~N/M: no count labels
 
 
 def test_temperature_scales_the_logits():
