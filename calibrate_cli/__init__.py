@@ -9,6 +9,7 @@ matplotlib or torch are imported here)::
     report = calib.evaluate(logits, labels)            # every metric, per-bin statistics
     report.metrics["ece"], report.bins.to_rows()
     calib.ece(probs, labels, input_kind="probs", n_bins=15)
+    calib.ReliabilityDiagram.from_predictions(logits, labels).plot()   # matplotlib, imported lazily
 """
 
 from ._version import __version__
@@ -34,6 +35,7 @@ from .metrics import (
     s99,
     top5_accuracy,
 )
+from .plots import ReliabilityDiagram
 from .predictions import Predictions, as_predictions
 from .probabilities import log_softmax, softmax
 
@@ -49,6 +51,7 @@ __all__ = [
     "METRIC_NAMES",
     "OutputError",
     "Predictions",
+    "ReliabilityDiagram",
     "accuracy",
     "adaece",
     "as_predictions",

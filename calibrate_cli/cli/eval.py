@@ -49,7 +49,13 @@ def render_report(report, payload: dict, fmt: str, *, console_width: int | None 
 @binning_options
 @output_options
 @gate_options
-def eval_command(scores, labels, input_kind, label_col, n_bins, compat, fmt, output, force, fail_above, fail_below):
+@click.option(
+    "--plot", "plot_path", type=click.Path(dir_okay=False), metavar="FILE",
+    help="Also draw the reliability diagram to FILE (.png, .svg, .pdf; --force overwrites it).",
+)
+def eval_command(
+    scores, labels, input_kind, label_col, n_bins, compat, fmt, output, force, fail_above, fail_below, plot_path
+):
     """Report every calibration metric of a model's saved outputs.
 
     SCORES holds the model's outputs: an (N, K) array of logits (default) or probabilities
@@ -70,8 +76,13 @@ def eval_command(scores, labels, input_kind, label_col, n_bins, compat, fmt, out
       calib eval preds.csv --label-col label --probs
       calib eval logits.npy labels.npy --compat focal-calibration
       calib eval logits.npy labels.npy --fail-above ece=0.02 --fail-below accuracy=0.9
+      calib eval logits.npy labels.npy --plot reliability.png
     """
     gates = parse_gates(fail_above, fail_below)
+    if plot_path:
+        from ..plots import check_figure_path
+
+        check_figure_path(plot_path, force=force)
     score_array, label_array, labels_name = load_inputs(scores, labels, label_col)
     report = evaluate(
         score_array,
@@ -83,6 +94,10 @@ def eval_command(scores, labels, input_kind, label_col, n_bins, compat, fmt, out
         labels_name=labels_name,
     )
     results = check_gates(report.metrics, gates)
+    if plot_path:
+        from ..plots import eval_figure, save_figure
+
+        save_figure(eval_figure(report, label=scores), plot_path, force=force)
     payload = eval_payload(report, results, scores, labels_name)
 
     render.warn(report.warnings)
