@@ -115,13 +115,12 @@ def summarize(
 
         p64 = p.astype(np.float64, copy=True)
         p_y = p64[r, y]
-        p64[r, y] -= 1.0
-        brier[rows] = np.einsum("ij,ij->i", p64, p64)
-        if top5 is not None:
-            p64[r, y] += 1.0
+        if top5 is not None:  # before p64 is modified: (p − 1) + 1 is not always p in floating point
             cols = np.arange(k)[None, :]
             rank = (p64 > p_y[:, None]).sum(axis=1) + ((p64 == p_y[:, None]) & (cols < y[:, None])).sum(axis=1)
             top5[rows] = rank < 5
+        p64[r, y] -= 1.0
+        brier[rows] = np.einsum("ij,ij->i", p64, p64)
         if classwise:
             c, sp, sy = _class_bin_statistics(p, y, edges, lowest_closed)
             cw_count += c
