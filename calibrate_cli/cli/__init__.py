@@ -69,8 +69,10 @@ def cli() -> None:
 
 def _register() -> None:
     from .eval import eval_command
+    from .temperature import temperature_command
 
     cli.add_command(eval_command)
+    cli.add_command(temperature_command)
 
 
 _register()
