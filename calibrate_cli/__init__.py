@@ -9,6 +9,7 @@ matplotlib or torch are imported here)::
     report = calib.evaluate(logits, labels)            # every metric, per-bin statistics
     report.metrics["ece"], report.bins.to_rows()
     calib.ece(probs, labels, input_kind="probs", n_bins=15)
+    fit = calib.fit_temperature(val_logits, val_labels, search="nll")   # fit.temperature, fit.transform(test_logits)
 """
 
 from ._version import __version__
@@ -36,6 +37,7 @@ from .metrics import (
 )
 from .predictions import Predictions, as_predictions
 from .probabilities import log_softmax, softmax
+from .temperature import TemperatureFit, TemperatureScaler, apply_temperature, fit_temperature
 
 __all__ = [
     "__version__",
@@ -49,8 +51,11 @@ __all__ = [
     "METRIC_NAMES",
     "OutputError",
     "Predictions",
+    "TemperatureFit",
+    "TemperatureScaler",
     "accuracy",
     "adaece",
+    "apply_temperature",
     "as_predictions",
     "assign_bins",
     "bin_statistics",
@@ -63,6 +68,7 @@ __all__ = [
     "equal_width_bins",
     "error",
     "evaluate",
+    "fit_temperature",
     "load_labels",
     "load_scores",
     "log_softmax",

@@ -83,8 +83,8 @@ def _columns(fit, sets: dict) -> list[tuple[str, dict]]:
     post = f"Post T ({fit.temperature:.4g})" if fit.temperature is not None else f"Post {fit.label}"
     columns = []
     for name, (before, after) in sets.items():
-        columns.append((f"{name}: Pre T", before.metrics))
-        columns.append((f"{name}: {post}", after.metrics))
+        columns.append((f"{name}\nPre T", before.metrics))
+        columns.append((f"{name}\n{post}", after.metrics))
     return columns
 
 
@@ -121,7 +121,7 @@ def _csv(fit, sets: dict) -> str:
 
 def _markdown(fit, sets: dict, title: str) -> str:
     columns = _columns(fit, sets)
-    lines = [f"**{title}**", "", "| metric | " + " | ".join(h for h, _ in columns) + " |"]
+    lines = [f"**{title}**", "", "| metric | " + " | ".join(h.replace("\n", " ") for h, _ in columns) + " |"]
     lines.append("|---|" + "---:|" * len(columns))
     for name in _shown(columns):
         cells = " | ".join(render.format_value(name, m.get(name)) for _, m in columns)
