@@ -319,10 +319,14 @@ def _fit_nll(data: _Data, progress) -> tuple[float, dict, list[str]]:
         slope = beta * var
         step = -g / slope if slope > 0 else math.copysign(math.inf, -g)
         step = max(-2.0, min(2.0, step))  # at most a factor e² in T per pass
+        if abs(step) < 1e-12:  # Newton's step: quadratic convergence, the error is far smaller still
+            u += step
+            converged = True
+            break
         new = u + step
-        if not lo < new < hi:
+        if not lo < new < hi:  # outside the bracket: bisect
             new = 0.5 * (lo + hi)
-        if abs(new - u) < 1e-12 or hi - lo < 1e-12:
+        if hi - lo < 1e-12:
             u = new
             converged = True
             break
