@@ -298,6 +298,7 @@ def _fit_nll(data: _Data, progress) -> tuple[float, dict, list[str]]:
     converged = False
     while passes < 200:
         if passes == 20:  # slow progress: is the optimum beyond a bound (separable or chance-level data)?
+            passes += 2
             if _nll_pass(data, math.exp(hi))[1] <= 0:
                 u = hi
                 break
