@@ -71,8 +71,10 @@ def cli() -> None:
 def _register() -> None:
     from .eval import eval_command
     from .plot import plot_command
+    from .temperature import temperature_command
 
     cli.add_command(eval_command)
+    cli.add_command(temperature_command)
     cli.add_command(plot_command)
 
 

@@ -8,6 +8,8 @@ import click
 from .._version import __version__
 from ..evaluate import evaluate
 from ..gates import check_gates
+from ..io import load_temperature
+from ..temperature import scale_scores
 from . import render
 from .options import binning_options, gate_options, load_inputs, output_options, parse_gates, scores_and_labels
 
@@ -53,8 +55,16 @@ def render_report(report, payload: dict, fmt: str, *, console_width: int | None 
     "--plot", "plot_path", type=click.Path(dir_okay=False), metavar="FILE",
     help="Also draw the reliability diagram to FILE (.png, .svg, .pdf; --force overwrites it).",
 )
+@click.option(
+    "--temperature",
+    metavar="T|t.json",
+    callback=lambda ctx, param, value: None if value is None else load_temperature(value),
+    help="Evaluate at temperature T: softmax(logits / T) (with --probs: p^(1/T), renormalised). "
+    "A number or the JSON written by `calib temperature -o t.json`.",
+)
 def eval_command(
-    scores, labels, input_kind, label_col, n_bins, compat, fmt, output, force, fail_above, fail_below, plot_path
+    scores, labels, input_kind, label_col, n_bins, compat, fmt, output, force, fail_above, fail_below, plot_path,
+    temperature,
 ):
     """Report every calibration metric of a model's saved outputs.
 
@@ -76,6 +86,8 @@ def eval_command(
       calib eval preds.csv --label-col label --probs
       calib eval logits.npy labels.npy --compat focal-calibration
       calib eval logits.npy labels.npy --fail-above ece=0.02 --fail-below accuracy=0.9
+      calib eval test_logits.npy test_labels.npy --temperature 1.5
+      calib eval test_logits.npy test_labels.npy --temperature t.json   # from `calib temperature -o t.json`
       calib eval logits.npy labels.npy --plot reliability.png
     """
     gates = parse_gates(fail_above, fail_below)
@@ -84,6 +96,7 @@ def eval_command(
 
         check_figure_path(plot_path, force=force)
     score_array, label_array, labels_name = load_inputs(scores, labels, label_col)
+    score_array = score_array if temperature is None else scale_scores(score_array, temperature, input_kind, scores_name=scores)
     report = evaluate(
         score_array,
         label_array,
