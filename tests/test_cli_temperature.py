@@ -230,3 +230,24 @@ def test_help_lists_the_command():
     assert "temperature" in run("--help").stdout
     text = run("temperature", "--help").stdout
     assert "Examples:" in text and "--save-logits" in text
+
+
+def test_temperature_plot_before_after(tmp_path):
+    from click.testing import CliRunner
+
+    from calibrate_cli.cli import cli
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, 200)
+    x = rng.normal(size=(200, 3)) * 4
+    x[np.arange(200), y] += 2
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    out = tmp_path / "ba.png"
+    args = ["temperature", str(tmp_path / "x.npy"), str(tmp_path / "y.npy"), "--search", "nll", "--plot", str(out)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    again = CliRunner().invoke(cli, args)
+    assert again.exit_code == 2 and "--force" in again.stderr
+    assert CliRunner().invoke(cli, args + ["--force"]).exit_code == 0

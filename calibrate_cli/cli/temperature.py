@@ -62,6 +62,10 @@ def _before_after(fit, score_array, predictions, input_kind, n_bins, compat, nam
     return before, after, after_scores
 
 
+def _fit_label(fit) -> str:
+    return f"T = {fit.temperature:.4g}" if fit.temperature is not None else fit.search
+
+
 def temperature_payload(fit, sets: dict, inputs: dict, input_kind: str, warnings: list[str]) -> dict:
     """The JSON document of ``calib temperature`` (SPEC §6; keys documented in docs/temperature.md)."""
     return {
@@ -189,11 +193,14 @@ def _title(fit, val_scores: str) -> str:
 @click.option("--save-logits", type=click.Path(dir_okay=False), metavar="FILE.npy",
               help="Save the calibrated scores (the test set's if --test, else the fitting set's) as .npy: "
               "logits, or probabilities with --probs.")
-@click.option("--force", is_flag=True, help="Overwrite --output / --save-logits files that exist.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Draw the reliability diagrams before / after side by side (test set if --test, else the "
+              "fitting set) to FILE (.png, .svg, .pdf).")
+@click.option("--force", is_flag=True, help="Overwrite --output / --save-logits / --plot files that exist.")
 @click.pass_context
 def temperature_command(
     ctx, val_scores, val_labels, search, objective, grid_text, n_bins, compat, test, input_kind, fmt, output,
-    save_logits, force,
+    save_logits, plot_path, force,
 ):
     """Fit a temperature on a validation set and report the metrics before and after.
 
@@ -213,6 +220,7 @@ def temperature_command(
       calib temperature val.npy val_y.npy --test test.npy test_y.npy --save-logits scaled.npy
       calib temperature val_scores.npy val_y.npy --search platt          # binary: σ(a·s + b)
       calib temperature val_probs.npy val_y.npy --probs --format json
+      calib temperature val.npy val_y.npy --test test.npy test_y.npy --plot before_after.png
     """
     grid = parse_grid(grid_text)
     if output and ctx.get_parameter_source("fmt") == click.core.ParameterSource.DEFAULT:
@@ -222,6 +230,10 @@ def temperature_command(
     _check_writable(output, force)
     _check_writable(save_logits, force)
 
+    if plot_path:
+        from ..plots import check_figure_path
+
+        check_figure_path(plot_path, force=force)
     val_array, val_predictions = _load_set(val_scores, val_labels, input_kind)
     test_loaded = None
     if test:
@@ -282,6 +294,18 @@ def temperature_command(
         render.emit(text, output, force)
         if output:
             render.render_tables(render.stdout_console(), [_table(fit, sets, title)])
+
+    if plot_path:
+        from ..plots import ReliabilityDiagram, comparison_figure, save_figure
+
+        which = "test" if "test" in sets else "fit"
+        before, after = sets[which]
+        diagrams = [
+            ReliabilityDiagram.from_report(before, label="Before"),
+            ReliabilityDiagram.from_report(after, label=f"After ({_fit_label(fit)})"),
+        ]
+        set_name = test[0] if which == "test" else val_scores
+        save_figure(comparison_figure(diagrams, title=f"{set_name}: {search} calibration"), plot_path, force=force)
 
     if save_logits:
         write_array(save_logits, saved, force=force)
