@@ -15,6 +15,7 @@ import os
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import BinaryIO, Callable
 
 import numpy as np
 
@@ -219,60 +220,56 @@ def load_labels(source: str | os.PathLike) -> np.ndarray:
     return load_array(source)
 
 
-def write_text(path: str | os.PathLike, text: str, *, force: bool = False) -> Path:
-    """Write ``text`` to ``path`` atomically (temp file + rename); refuse to overwrite unless ``force``."""
+def check_output_path(path: str | os.PathLike, *, force: bool = False) -> Path:
+    """``path`` as a Path if it may be written: refuse an existing file unless ``force``, a directory,
+    or a missing folder. Call it before long work so the user learns early."""
     path = Path(path)
-    if path.exists() and not force:
-        raise OutputError(f"{path}: already exists; use --force to overwrite")
     if path.is_dir():
         raise OutputError(f"{path}: is a directory")
+    if path.exists() and not force:
+        raise OutputError(f"{path}: already exists; use --force to overwrite")
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise OutputError(f"{path}: folder {folder} does not exist")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise OutputError(f"{path}: cannot write ({_one_line(exc)})") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise OutputError(f"{path}: cannot write ({_one_line(exc)})") from None
     return path
 
 
-def write_array(path: str | os.PathLike, array: np.ndarray, *, force: bool = False) -> Path:
-    """Save ``array`` as ``.npy`` at ``path`` atomically (temp file + rename); refuse to overwrite unless ``force``."""
-    path = Path(path)
-    if path.suffix.lower() != ".npy":
-        raise OutputError(f"{path}: arrays are written as .npy; give a file name ending in .npy")
-    if path.exists() and not force:
-        raise OutputError(f"{path}: already exists; use --force to overwrite")
-    if path.is_dir():
-        raise OutputError(f"{path}: is a directory")
+def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None], *, force: bool = False) -> Path:
+    """Write a file atomically: ``write(f)`` fills a temp file in the same folder, which then
+    replaces ``path`` (readers never see a half-written file); refuse to overwrite unless ``force``.
+    The file gets the usual permissions (0666 minus the umask)."""
+    path = check_output_path(path, force=force)
     folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise OutputError(f"{path}: folder {folder} does not exist")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
     except OSError as exc:
         raise OutputError(f"{path}: cannot write ({_one_line(exc)})") from None
     try:
         with os.fdopen(fd, "wb") as f:
-            np.save(f, np.asarray(array), allow_pickle=False)
+            write(f)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise OutputError(f"{path}: cannot write ({_one_line(exc)})") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path
+
+
+def write_text(path: str | os.PathLike, text: str, *, force: bool = False) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically; refuse to overwrite unless ``force``."""
+    return atomic_write(path, lambda f: f.write(text.encode("utf-8")), force=force)
+
+
+def write_array(path: str | os.PathLike, array: np.ndarray, *, force: bool = False) -> Path:
+    """Save ``array`` as ``.npy`` at ``path`` atomically; refuse to overwrite unless ``force``."""
+    if Path(path).suffix.lower() != ".npy":
+        raise OutputError(f"{path}: arrays are written as .npy; give a file name ending in .npy")
+    return atomic_write(path, lambda f: np.save(f, np.asarray(array), allow_pickle=False), force=force)
 
 
 def load_temperature(value: str) -> float:

@@ -32,14 +32,14 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from .binning import BinStats, bin_statistics, uniform_edges
-from .errors import InputError, OutputError
+from .errors import InputError
+from .io import atomic_write, check_output_path
 from .metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins, metrics_from_summary
 from .predictions import InputKind, Predictions, as_predictions
 from .probabilities import to_probabilities
@@ -647,15 +647,7 @@ def check_figure_path(path: str | os.PathLike, *, force: bool = False) -> Path:
     """Check before any work that ``path`` can receive a figure: known extension, an existing
     folder, and no existing file unless ``force``."""
     figure_format(path)
-    path = Path(path)
-    if path.is_dir():
-        raise OutputError(f"{path}: is a directory")
-    if path.exists() and not force:
-        raise OutputError(f"{path}: already exists; use --force to overwrite")
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise OutputError(f"{path}: folder {folder} does not exist")
-    return path
+    return check_output_path(path, force=force)
 
 
 def save_figure(fig, path: str | os.PathLike, *, dpi: int = DEFAULT_DPI, force: bool = False) -> Path:
@@ -664,24 +656,5 @@ def save_figure(fig, path: str | os.PathLike, *, dpi: int = DEFAULT_DPI, force: 
     fmt = figure_format(path)
     if isinstance(dpi, bool) or not isinstance(dpi, (int, np.integer)) or not 10 <= dpi <= 2400:
         raise InputError(f"Expected `dpi` to be an integer in [10, 2400], but got {dpi!r}")
-    path = check_figure_path(path, force=force)
-    folder = path.parent if str(path.parent) else Path(".")
     metadata = {"png": None, "svg": {"Date": None}, "pdf": {"CreationDate": None}}[fmt]
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            fig.savefig(f, format=fmt, dpi=int(dpi), metadata=metadata)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return atomic_write(path, lambda f: fig.savefig(f, format=fmt, dpi=int(dpi), metadata=metadata), force=force)

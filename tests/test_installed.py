@@ -12,15 +12,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_data"
 
 
-def test_importing_the_cli_imports_neither_torch_nor_matplotlib():
-    code = (
-        "import sys, calibrate_cli, calibrate_cli.cli; "
-        "print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
-
-
 @pytest.mark.skipif(shutil.which("calib") is None, reason="calib is not installed on PATH")
 def test_installed_calib_on_sample_data(tmp_path):
     logits, labels = SAMPLE / "test_logits.npy", SAMPLE / "test_labels.npy"
