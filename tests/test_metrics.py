@@ -1,7 +1,6 @@
 """Metrics against hand calculations, the naive float64 loop in tests/, and the edge cases of SPEC §2."""
 
 import math
-import warnings
 
 import numpy as np
 import pytest
