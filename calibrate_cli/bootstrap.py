@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from typing import Callable, Literal, Sequence
 
 import numpy as np
-import scipy.sparse
 
 from .binning import assign_bins, torch_linspace_edges, uniform_edges
 from .errors import InputError
@@ -172,6 +171,8 @@ class _Resampler:
         self.dense = np.ascontiguousarray(np.stack(dense, axis=1))
 
     def _init_classwise(self, p: np.ndarray, labels: np.ndarray, dense: list) -> None:
+        import scipy.sparse
+
         n, k, m = self.n, self.k, self.m
         edges = torch_linspace_edges(m) if self.compat else uniform_edges(m)
         idx = assign_bins(p, edges, lowest_closed=self.lowest_closed)  # (N, K) in [-1, M)

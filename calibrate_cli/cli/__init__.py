@@ -68,9 +68,11 @@ def cli() -> None:
 
 
 def _register() -> None:
+    from .compare import compare_command
     from .eval import eval_command
 
     cli.add_command(eval_command)
+    cli.add_command(compare_command)
 
 
 _register()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -166,3 +167,31 @@ def warn(messages) -> None:
     console = stderr_console()
     for message in messages:
         console.print(f"[yellow]Warning:[/yellow] {message}", soft_wrap=True)
+
+
+@contextlib.contextmanager
+def progress_bar(description: str, *, enabled: bool = True):
+    """A Rich progress bar on stderr; yields a ``progress(done, total)`` callback for the core.
+
+    Shown only when ``enabled`` and stderr is a terminal (scripts and CI logs stay clean).
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    console = stderr_console()
+    if not (enabled and console.is_terminal):
+        yield None
+        return
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(description, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
