@@ -13,7 +13,6 @@ from calibrate_cli.binning import equal_mass_edges
 from calibrate_cli.bootstrap import (
     ConfidenceInterval,
     _prepare,
-    _multiplicities,
     bootstrap,
     bootstrap_values,
     compare,
@@ -115,10 +114,7 @@ def test_equal_mass_edges_of_weights_equal_those_of_the_resampled_array(n, n_bin
     labels = rng.integers(0, 2, n)
     _, summary, _, engine = _prepare(probs, labels, "probs", n_bins, None)
     idx = rng.integers(0, n, size=(3, n))
-    w = _multiplicities(idx, engine.rank, n)
-    cum_w = np.zeros((3, n + 1))
-    np.cumsum(w, axis=1, out=cum_w[:, 1:])
-    edges = engine.equal_mass_edges(cum_w)
+    edges = engine.equal_mass_edges_of(engine.weights(engine.rank[idx]))
     for r in range(3):
         expected = equal_mass_edges(summary.confidences[idx[r]], n_bins)
         np.testing.assert_array_equal(edges[r], expected)
@@ -260,3 +256,36 @@ def test_compare_rejects_different_labels():
     other[0] = (other[0] + 1) % 3
     with pytest.raises(InputError, match="labels"):
         compare(logits, labels, logits, other, n_resamples=5)
+
+
+def test_many_blocks_weighted_equals_explicit():
+    """N spanning many 256-sample blocks, with bin boundaries falling inside blocks."""
+    logits, labels = _data(3001, 12, seed=11, dtype=np.float64)
+    idx = np.random.default_rng(2).integers(0, 3001, size=(2, 3001))
+    _, values = bootstrap_values(logits, labels, indices=idx)
+    for r in range(2):
+        ref = _explicit(logits, labels, idx[r])
+        for name in METRIC_NAMES:
+            assert values[name][r] == pytest.approx(ref[name], abs=1e-10), name
+
+
+def test_seeded_draws_are_positions_in_confidence_order():
+    """The seeded path equals explicit indices: row r = order[rng.integers(0, N, N)]."""
+    logits, labels = _data(120, 4)
+    _, seeded = bootstrap_values(logits, labels, n_resamples=5, seed=9)
+    _, summary, _, engine = _prepare(logits, labels, "logits", 15, None)
+    rng = np.random.default_rng(9)
+    idx = np.stack([engine.order[rng.integers(0, 120, 120)] for _ in range(5)])
+    _, explicit = bootstrap_values(logits, labels, indices=idx)
+    for name in METRIC_NAMES:
+        np.testing.assert_allclose(seeded[name], explicit[name], rtol=0, atol=1e-12)
+
+
+def test_a_subset_of_metrics_gives_the_same_intervals():
+    logits, labels = _data(300, 8)
+    full = bootstrap(logits, labels, n_resamples=40, seed=1)
+    for names in (["ece"], ["adaece", "mce"], ["classwise_ece"], ["nll", "s99_share"]):
+        part = bootstrap(logits, labels, n_resamples=40, seed=1, metrics=names)
+        assert set(part) == set(names)
+        for name in names:
+            assert part[name] == full[name]
