@@ -337,7 +337,8 @@ def _prepare(scores, labels, input_kind, n_bins, compat, scores_name="scores", l
     predictions = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name)
     summary = summarize(predictions, n_bins=n_bins, compat=compat, classwise=True)
     point = metrics_from_summary(summary, n_bins)
-    engine = _Resampler(summary, _scores_probs(predictions, compat), n_bins, wanted)
+    need_probs = wanted is None or "classwise_ece" in wanted
+    engine = _Resampler(summary, _scores_probs(predictions, compat) if need_probs else None, n_bins, wanted)
     return predictions, summary, point, engine
 
 
@@ -397,9 +398,10 @@ def _run(engines, n, n_resamples, seed, indices, progress, batch_size) -> list[d
     if progress is not None:
         progress(0, n_resamples)
     alone = indices is None and len(engines) == 1
+    buffers = [np.empty((size, e.n_padded)) for e in engines]  # reused: no fresh pages per batch
     for start in range(0, n_resamples, size):
         stop = min(n_resamples, start + size)
-        weights = [np.empty((stop - start, e.n_padded)) for e in engines]
+        weights = [buf[: stop - start] for buf in buffers]
         for row in range(stop - start):
             drawn = indices[start + row] if indices is not None else rng.integers(0, n, n)
             for engine, w in zip(engines, weights):
