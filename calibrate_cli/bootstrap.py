@@ -63,7 +63,7 @@ DEFAULT_CI_METHOD = "basic"
 CI_METHODS = ("basic", "percentile")
 DEFAULT_SEED = 0
 #: default batch: about this many multiplicities (batch_size × N) at a time
-BATCH_ENTRIES = 1 << 22
+BATCH_ENTRIES = 1 << 23
 
 Method = Literal["basic", "percentile"]
 Progress = Callable[[int, int], None]
@@ -178,28 +178,38 @@ class _Resampler:
             columns += [np.where(inf, 0.0, nll), inf.astype(np.float64), s.brier[o], top5, s99, s99 * correct]
         self.classwise_col = len(columns)
         if self.classwise:
-            self._init_classwise(scores_probs[o], self.labels_sorted, columns)
+            self._init_classwise(scores_probs, s.labels, columns)
         x = np.zeros((self.n_padded, len(columns)))
         x[:n] = np.stack(columns, axis=1)
         self.x_blocks = x.reshape(self.n_blocks, self.block, len(columns))
         self.x3_blocks = np.ascontiguousarray(self.x_blocks[:, :, :3])
 
     def _init_classwise(self, p: np.ndarray, labels: np.ndarray, columns: list) -> None:
+        """Per (sample, class): the slot (bin, or M for none) of p_ik and v_ik = [y_i = k] − p_ik.
+
+        ``p``/``labels`` in the original sample order; the sparse matrix rows are sorted positions.
+        """
         import scipy.sparse
 
         n, k, m = self.n, self.k, self.m
         edges = torch_linspace_edges(m) if self.compat else uniform_edges(m)
-        idx = assign_bins(p, edges, lowest_closed=self.lowest_closed)  # (N, K) in [-1, M)
-        slot = np.where(idx < 0, m, idx)  # slot M: in no bin (compat mode only)
+        slot = assign_bins(p, edges, lowest_closed=self.lowest_closed)  # (N, K) in [-1, M)
+        if not self.lowest_closed:
+            slot[slot < 0] = m  # slot M: in no bin (compat mode only)
         v = -p.astype(np.float64)
-        v[np.arange(n), labels] += 1.0  # [y_i = k] − p_ik
+        v[np.arange(n), labels] += 1.0
         counts = np.bincount((slot + np.arange(k) * (m + 1)).ravel(), minlength=k * (m + 1)).reshape(k, m + 1)
         self.base_slot = counts.argmax(axis=1)  # per class, the most populated slot
-        columns.extend(v[:, c] for c in range(k))  # class totals Σ w ([y = k] − p_k)
-        rows, cols = np.nonzero(slot != self.base_slot[None, :])
-        keys = cols * (m + 1) + slot[rows, cols]
+        columns.extend(v[self.order].T)  # class totals Σ w ([y = k] − p_k), in sorted order
+        off = slot != self.base_slot[None, :]
+        off = off[self.order]  # rows in sorted order, so the CSR needs no sort
+        rows, cols = np.nonzero(off)
+        orig = self.order[rows]
+        keys = cols * (m + 1) + slot[orig, cols]
+        indptr = np.zeros(self.n_padded + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=self.n_padded), out=indptr[1:])
         # (N_padded, K·(M+1)): w @ this = per-(class, slot) sums outside the base slots
-        self.cw_matrix = scipy.sparse.csr_matrix((v[rows, cols], (rows, keys)), shape=(self.n_padded, k * (m + 1)))
+        self.cw_matrix = scipy.sparse.csr_matrix((v[orig, cols], keys, indptr), shape=(self.n_padded, k * (m + 1)))
 
     # -- prefix sums --------------------------------------------------------------------------------
 
