@@ -180,3 +180,20 @@ def test_compare_output_file_refuses_to_overwrite(runner, files, tmp_path):
     assert result.exit_code == 2 and out.read_text() == "keep"
     result = runner.invoke(cli, args + ["--format", "json", "-o", str(out), "--force"])
     assert result.exit_code == 0 and json.loads(out.read_text())["command"] == "compare"
+
+
+def test_eval_csv_and_markdown_carry_the_intervals(runner, files):
+    paths, logits, labels = files
+    base = ["eval", paths["logits"], paths["labels"], "--bootstrap", "30", "--seed", "2"]
+    result = runner.invoke(cli, base + ["--format", "csv"])
+    assert result.exit_code == 0, result.stderr
+    import csv
+    import io
+
+    rows = {r["metric"]: r for r in csv.DictReader(io.StringIO(result.stdout))}
+    ci = bootstrap(logits, labels, n_resamples=30, seed=2)["ece"]
+    assert float(rows["ece"]["low"]) == ci.low and float(rows["ece"]["high"]) == ci.high
+    md = runner.invoke(cli, base + ["--format", "markdown"])
+    assert "| interval |" in md.stdout
+    plain = runner.invoke(cli, ["eval", paths["logits"], paths["labels"], "--format", "csv"])
+    assert plain.stdout.splitlines()[0] == "metric,value,definition"

@@ -43,10 +43,11 @@ def render_report(
 ) -> str | list:
     if fmt == "json":
         return render.to_json(payload)
+    as_dicts = {n: ci.to_dict() for n, ci in (intervals or {}).items()} or None
     if fmt == "csv":
-        return render.metrics_csv(report.metrics)
+        return render.metrics_csv(report.metrics, intervals=as_dicts)
     if fmt == "markdown":
-        return render.metrics_markdown(report.metrics)
+        return render.metrics_markdown(report.metrics, intervals=as_dicts)
     title = f"{payload['inputs']['scores']}: N = {report.n}, K = {report.k}, {report.n_bins} bins"
     if report.compat:
         title += f", compat {report.compat}"
@@ -54,9 +55,7 @@ def render_report(
     if boot:
         title += f"; {100 * boot['level']:g}% {boot['method']} bootstrap intervals, {boot['n_resamples']} resamples"
     return [
-        render.metrics_table(
-            report.metrics, title=title, intervals={n: ci.to_dict() for n, ci in (intervals or {}).items()} or None
-        ),
+        render.metrics_table(report.metrics, title=title, intervals=as_dicts),
         render.bins_table(
             report.bins.to_rows(),
             title="Reliability: equal-width bins (gap = confidence − accuracy)",
