@@ -385,8 +385,8 @@ def bootstrap_values(
 ) -> tuple[dict, dict[str, np.ndarray]]:
     """(point metrics, {metric: the B bootstrap values}) — what :func:`bootstrap` summarises.
 
-    ``indices`` (B, N): explicit resamples (row r draws samples ``indices[r]``), e.g. to reproduce
-    another implementation's draws. Otherwise row r is ``rng.integers(0, N, N)`` of
+    ``indices`` (B, N): explicit resamples (row r draws samples ``indices[r]``; B = len(indices),
+    ``n_resamples`` is then ignored), e.g. to reproduce another implementation's draws. Otherwise row r is ``rng.integers(0, N, N)`` of
     ``np.random.default_rng(seed)``, drawn row after row (so independent of ``batch_size``) and read
     as positions in the (stable) order of increasing confidence, which saves a gather. Metrics not
     in ``metrics`` (default: all) are NaN.
@@ -552,19 +552,24 @@ def compare(
     progress: Progress | None = None,
     batch_size: int | None = None,
     names: tuple[str, str] = ("A", "B"),
+    label_names: tuple[str, str] | None = None,
 ) -> Comparison:
     """Difference B − A of every metric, with a paired-bootstrap interval.
 
     Each resample draws the same sample indices for both models (the pairing removes the variation
     that the two share), and the interval of the difference is computed from the B differences as
     in :func:`bootstrap`. The labels must be identical. ``n_resamples=0`` gives the differences only.
+    ``names``/``label_names`` name the inputs in error messages (e.g. file paths).
     """
-    _, sa, point_a, engine_a = _prepare(scores_a, labels_a, input_kind, n_bins, compat, names[0], f"{names[0]} labels")
-    _, sb, point_b, engine_b = _prepare(scores_b, labels_b, input_kind, n_bins, compat, names[1], f"{names[1]} labels")
-    if sa.n != sb.n or not np.array_equal(sa.labels, sb.labels):
+    la, lb = label_names or (f"{names[0]} labels", f"{names[1]} labels")
+    _, sa, point_a, engine_a = _prepare(scores_a, labels_a, input_kind, n_bins, compat, names[0], la)
+    _, sb, point_b, engine_b = _prepare(scores_b, labels_b, input_kind, n_bins, compat, names[1], lb)
+    if sa.n != sb.n:
+        raise InputError(f"{la} has {sa.n} samples and {lb} has {sb.n}: a paired comparison needs the same samples")
+    if not np.array_equal(sa.labels, sb.labels):
+        first = int(np.flatnonzero(sa.labels != sb.labels)[0])
         raise InputError(
-            f"the labels of {names[0]} and {names[1]} differ "
-            f"({sa.n} vs {sb.n} samples): a paired comparison needs the same samples"
+            f"{la} and {lb} hold different labels (first at sample {first}): a paired comparison needs the same samples"
         )
     if sa.k != sb.k:
         raise InputError(f"{names[0]} has {sa.k} classes and {names[1]} has {sb.k}: they must match")

@@ -168,7 +168,8 @@ def test_compare_different_labels_exit_2_with_one_line(runner, files):
     result = runner.invoke(cli, args)
     assert result.exit_code == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("Error:") and "labels" in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("Error:") and "different labels" in lines[0]
+    assert paths["other_labels"] in lines[0] and "first at sample 0" in lines[0]
 
 
 def test_compare_output_file_refuses_to_overwrite(runner, files, tmp_path):

@@ -134,6 +134,7 @@ def compare_command(
             compat=compat,
             progress=progress,
             names=(a_scores, b_scores),
+            label_names=(a_labels_name, b_labels_name),
         )
     boot = {"n_resamples": n_resamples, "level": ci_level, "method": ci_method, "seed": seed} if n_resamples else None
     paths = {"a_scores": a_scores, "a_labels": a_labels_name, "b_scores": b_scores, "b_labels": b_labels_name}
