@@ -9,6 +9,8 @@ matplotlib or torch are imported here)::
     report = calib.evaluate(logits, labels)            # every metric, per-bin statistics
     report.metrics["ece"], report.bins.to_rows()
     calib.ece(probs, labels, input_kind="probs", n_bins=15)
+    calib.ReliabilityDiagram.from_predictions(logits, labels).plot()   # matplotlib, imported lazily
+    fit = calib.fit_temperature(val_logits, val_labels, search="nll")   # fit.temperature, fit.transform(test_logits)
 """
 
 from ._version import __version__
@@ -35,8 +37,10 @@ from .metrics import (
     s99,
     top5_accuracy,
 )
+from .plots import ReliabilityDiagram
 from .predictions import Predictions, as_predictions
 from .probabilities import log_softmax, softmax
+from .temperature import TemperatureFit, TemperatureScaler, apply_temperature, fit_temperature
 
 __all__ = [
     "__version__",
@@ -52,8 +56,12 @@ __all__ = [
     "METRIC_NAMES",
     "OutputError",
     "Predictions",
+    "ReliabilityDiagram",
+    "TemperatureFit",
+    "TemperatureScaler",
     "accuracy",
     "adaece",
+    "apply_temperature",
     "as_predictions",
     "assign_bins",
     "bin_statistics",
@@ -68,6 +76,7 @@ __all__ = [
     "equal_width_bins",
     "error",
     "evaluate",
+    "fit_temperature",
     "load_labels",
     "load_scores",
     "log_softmax",

@@ -55,13 +55,15 @@ def torch_linspace_edges(n_bins: int) -> np.ndarray:
     """The float32 edges of ``torch.linspace(0, 1, M + 1)``, reproduced without torch.
 
     torch computes ``start + i·step`` for the first half and ``end − (M − i)·step`` for the second,
-    in float32, with ``step = (end − start) / M``. Used only by ``compat="focal-calibration"``.
+    with ``step = float32(1 / M)`` and a fused multiply-add (one rounding to float32), which float64
+    arithmetic followed by a single rounding reproduces exactly. Used only by
+    ``compat="focal-calibration"``.
     """
     m = _check_n_bins(n_bins)
-    step = np.float32(1.0) / np.float32(m)
-    i = np.arange(m + 1)
-    first = np.float32(0.0) + i.astype(np.float32) * step
-    second = np.float32(1.0) - (m - i).astype(np.float32) * step
+    step = np.float64(np.float32(1.0) / np.float32(m))
+    i = np.arange(m + 1, dtype=np.float64)
+    first = i * step
+    second = 1.0 - (m - i) * step
     return np.where(i < (m + 1) // 2, first, second).astype(np.float32)
 
 
@@ -90,10 +92,30 @@ def assign_bins(values: np.ndarray, edges: np.ndarray, *, lowest_closed: bool = 
     """
     edges = np.asarray(edges)
     m = edges.shape[0] - 1
-    idx = np.searchsorted(edges, values, side="left").astype(np.int64) - 1
+    values = np.asarray(values)
+    if edges.dtype == np.float64 and values.dtype == np.float64 and m > 1 and np.array_equal(edges, uniform_edges(m)):
+        idx = _assign_uniform(values, edges)
+    else:
+        idx = np.searchsorted(edges, values, side="left").astype(np.int64) - 1
     np.minimum(idx, m - 1, out=idx)
     if lowest_closed:
         np.maximum(idx, 0, out=idx)
+    return idx
+
+
+def _assign_uniform(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """``searchsorted(edges, values, "left") − 1`` for the edges b/M, without the binary search.
+
+    The candidate ⌈v·M⌉ − 1 is off by at most one bin near an edge (v·M is rounded once), so one
+    exact comparison against each neighbouring edge fixes it; the result equals searchsorted's.
+    """
+    m = edges.shape[0] - 1
+    idx = np.ceil(values * m).astype(np.int64)
+    idx -= 1
+    np.clip(idx, 0, m - 1, out=idx)
+    idx -= values <= edges[idx]  # at or below the lower edge: previous bin (−1 below e_0)
+    np.clip(idx, -1, m - 1, out=idx)
+    idx += values > edges[np.minimum(idx + 1, m)]  # above the upper edge: next bin
     return idx
 
 

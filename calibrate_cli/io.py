@@ -20,7 +20,16 @@ import numpy as np
 
 from .errors import InputError, OutputError
 
-__all__ = ["load_array", "load_scores", "load_labels", "load_temperature", "write_text", "split_source", "SUFFIXES"]
+__all__ = [
+    "load_array",
+    "load_scores",
+    "load_labels",
+    "load_temperature",
+    "write_text",
+    "write_array",
+    "split_source",
+    "SUFFIXES",
+]
 
 SUFFIXES = (".npy", ".npz", ".pt", ".pth", ".csv")
 _KEYED = (".npz", ".pt", ".pth")
@@ -175,10 +184,10 @@ def load_array(source: str | os.PathLike) -> np.ndarray:
     """Load one array from ``source`` (.npy, .npz[:key], .pt/.pth[:key], .csv), never unpickling."""
     path, key = split_source(source)
     label = os.fspath(source)
+    _check_readable(path, label)
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
         raise InputError(f"{label}: unknown file type {suffix or '(none)'!r}; expected one of {', '.join(SUFFIXES)}")
-    _check_readable(path, label)
     if suffix == ".npy":
         return _load_npy(path, label)
     if suffix == ".npz":
@@ -232,6 +241,35 @@ def write_text(path: str | os.PathLike, text: str, *, force: bool = False) -> Pa
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise OutputError(f"{path}: cannot write ({_one_line(exc)})") from None
+    return path
+
+
+def write_array(path: str | os.PathLike, array: np.ndarray, *, force: bool = False) -> Path:
+    """Save ``array`` as ``.npy`` at ``path`` atomically (temp file + rename); refuse to overwrite unless ``force``."""
+    path = Path(path)
+    if path.suffix.lower() != ".npy":
+        raise OutputError(f"{path}: arrays are written as .npy; give a file name ending in .npy")
+    if path.exists() and not force:
+        raise OutputError(f"{path}: already exists; use --force to overwrite")
+    if path.is_dir():
+        raise OutputError(f"{path}: is a directory")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise OutputError(f"{path}: folder {folder} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write ({_one_line(exc)})") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.save(f, np.asarray(array), allow_pickle=False)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except (OSError, ValueError) as exc:
         Path(tmp).unlink(missing_ok=True)
         raise OutputError(f"{path}: cannot write ({_one_line(exc)})") from None
     return path

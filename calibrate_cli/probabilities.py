@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["softmax", "log_softmax", "to_probabilities"]
+__all__ = ["softmax", "log_softmax", "softmax_and_log_normalizer", "to_probabilities"]
 
 
 def _shifted(logits: np.ndarray, dtype) -> np.ndarray:
@@ -31,6 +31,18 @@ def log_softmax(logits: np.ndarray, *, dtype=np.float64) -> np.ndarray:
     z = _shifted(logits, dtype)
     z -= np.log(np.exp(z).sum(axis=-1, keepdims=True))
     return z
+
+
+def softmax_and_log_normalizer(logits: np.ndarray, *, dtype=np.float64) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(softmax, shifted logits z = x − max x, log Σ exp z) with one exp pass.
+
+    log_softmax(x)_k = z_k − log Σ exp z, so callers that need both pay for exp once.
+    """
+    z = _shifted(logits, dtype)
+    p = np.exp(z)
+    total = p.sum(axis=-1, keepdims=True)
+    p /= total
+    return p, z, np.log(total)[..., 0]
 
 
 def to_probabilities(scores: np.ndarray, input_kind: str, *, dtype=np.float64) -> np.ndarray:

@@ -18,7 +18,7 @@ import numpy as np
 from .binning import BinStats, assign_bins, torch_linspace_edges, uniform_edges
 from .errors import InputError
 from .predictions import Predictions
-from .probabilities import log_softmax, softmax
+from .probabilities import softmax_and_log_normalizer
 
 COMPAT_FOCAL_CALIBRATION = "focal-calibration"
 COMPAT_MODES = (COMPAT_FOCAL_CALIBRATION,)
@@ -102,8 +102,8 @@ def summarize(
         r = np.arange(y.shape[0])
         scores = predictions.scores[rows]
         if is_logits:
-            p = softmax(scores, dtype=work_dtype)
-            logp_y = log_softmax(scores, dtype=work_dtype)[r, y]
+            p, z, log_norm = softmax_and_log_normalizer(scores, dtype=work_dtype)
+            logp_y = z[r, y] - log_norm
         else:
             p = np.asarray(scores, dtype=work_dtype)
             with np.errstate(divide="ignore"):
@@ -113,15 +113,14 @@ def summarize(
         correct[rows] = pred == y
         nll[rows] = -logp_y.astype(np.float64)
 
-        p64 = p.astype(np.float64, copy=True)
-        p_y = p64[r, y]
-        p64[r, y] -= 1.0
-        brier[rows] = np.einsum("ij,ij->i", p64, p64)
         if top5 is not None:
-            p64[r, y] += 1.0
+            p_y = p[r, y][:, None]
             cols = np.arange(k)[None, :]
-            rank = (p64 > p_y[:, None]).sum(axis=1) + ((p64 == p_y[:, None]) & (cols < y[:, None])).sum(axis=1)
+            rank = (p > p_y).sum(axis=1) + ((p == p_y) & (cols < y[:, None])).sum(axis=1)
             top5[rows] = rank < 5
+        residual = p.astype(np.float64, copy=True)
+        residual[r, y] -= 1.0
+        brier[rows] = np.einsum("ij,ij->i", residual, residual)
         if classwise:
             c, sp, sy = _class_bin_statistics(p, y, edges, lowest_closed)
             cw_count += c

@@ -198,3 +198,24 @@ def test_eval_csv_and_markdown_carry_the_intervals(runner, files):
     assert "| interval |" in md.stdout
     plain = runner.invoke(cli, ["eval", paths["logits"], paths["labels"], "--format", "csv"])
     assert plain.stdout.splitlines()[0] == "metric,value,definition"
+
+
+def test_eval_plot_shows_the_ece_interval(runner, files, tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import calibrate_cli.plots as plots
+
+    paths, logits, labels = files
+    seen = {}
+    real = plots.eval_figure
+
+    def spy(report, **kwargs):
+        seen.update(kwargs)
+        return real(report, **kwargs)
+
+    monkeypatch.setattr(plots, "eval_figure", spy)
+    out = tmp_path / "rel.png"
+    args = ["eval", paths["logits"], paths["labels"], "--bootstrap", "20", "--plot", str(out)]
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 0, result.stderr
+    ci = bootstrap(logits, labels, n_resamples=20, metrics=["ece"])["ece"]
+    assert seen["interval"] == (ci.low, ci.high) and out.exists()

@@ -64,14 +64,19 @@ def cli() -> None:
       calib eval logits.npy labels.npy
       calib eval logits.npy labels.npy --format json --output metrics.json
       calib eval logits.npy labels.npy --fail-above ece=0.02   # exit 1 in CI when miscalibrated
+      calib plot logits.npy labels.npy -o reliability.png
     """
 
 
 def _register() -> None:
     from .compare import compare_command
     from .eval import eval_command
+    from .plot import plot_command
+    from .temperature import temperature_command
 
     cli.add_command(eval_command)
+    cli.add_command(temperature_command)
+    cli.add_command(plot_command)
     cli.add_command(compare_command)
 
 

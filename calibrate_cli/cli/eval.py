@@ -8,6 +8,8 @@ import click
 from .._version import __version__
 from ..evaluate import evaluate
 from ..gates import check_gates
+from ..io import load_temperature
+from ..temperature import scale_scores
 from . import render
 from .options import (
     binning_options,
@@ -69,6 +71,17 @@ def render_report(
 @binning_options
 @output_options
 @gate_options
+@click.option(
+    "--plot", "plot_path", type=click.Path(dir_okay=False), metavar="FILE",
+    help="Also draw the reliability diagram to FILE (.png, .svg, .pdf; --force overwrites it).",
+)
+@click.option(
+    "--temperature",
+    metavar="T|t.json",
+    callback=lambda ctx, param, value: None if value is None else load_temperature(value),
+    help="Evaluate at temperature T: softmax(logits / T) (with --probs: p^(1/T), renormalised). "
+    "A number or the JSON written by `calib temperature -o t.json`.",
+)
 @bootstrap_options()
 @gate_on_option
 def eval_command(
@@ -83,6 +96,8 @@ def eval_command(
     force,
     fail_above,
     fail_below,
+    plot_path,
+    temperature,
     n_resamples,
     ci_level,
     ci_method,
@@ -113,13 +128,21 @@ def eval_command(
       calib eval preds.csv --label-col label --probs
       calib eval logits.npy labels.npy --compat focal-calibration
       calib eval logits.npy labels.npy --fail-above ece=0.02 --fail-below accuracy=0.9
+      calib eval test_logits.npy test_labels.npy --temperature 1.5
+      calib eval test_logits.npy test_labels.npy --temperature t.json   # from `calib temperature -o t.json`
+      calib eval logits.npy labels.npy --plot reliability.png
       calib eval logits.npy labels.npy --bootstrap 1000 --ci-level 0.95
       calib eval logits.npy labels.npy --bootstrap 1000 --gate-on lower --fail-above ece=0.02
     """
     if gate_on != "point" and not n_resamples:
         raise click.UsageError(f"--gate-on {gate_on} needs --bootstrap B (B > 0)")
     gates = parse_gates(fail_above, fail_below)
+    if plot_path:
+        from ..plots import check_figure_path
+
+        check_figure_path(plot_path, force=force)
     score_array, label_array, labels_name = load_inputs(scores, labels, label_col)
+    score_array = score_array if temperature is None else scale_scores(score_array, temperature, input_kind, scores_name=scores)
     report = evaluate(
         score_array,
         label_array,
@@ -148,6 +171,12 @@ def eval_command(
             )
         boot = {"n_resamples": n_resamples, "level": ci_level, "method": ci_method, "seed": seed, "gate_on": gate_on}
     results = check_gates(report.metrics, gates, gated_on=gate_on, intervals=intervals)
+    if plot_path:
+        from ..plots import eval_figure, save_figure
+
+        ece_ci = intervals.get("ece") if intervals else None
+        interval = (ece_ci.low, ece_ci.high) if ece_ci else None
+        save_figure(eval_figure(report, label=scores, interval=interval), plot_path, force=force)
     payload = eval_payload(report, results, scores, labels_name, intervals, boot)
 
     render.warn(report.warnings)

@@ -1,0 +1,72 @@
+"""Timing of temperature fitting (not a test): grid search over 100 temperatures and the exact NLL fit.
+
+    python benchmarks/bench_temperature.py                 # N = 10^6, K = 100 float32 logits (~2-3 min)
+    python benchmarks/bench_temperature.py --n 100000 --baseline
+
+The logits are synthetic and seeded. ``--baseline`` also times the obvious implementation (a Python
+loop over the 100 temperatures, each a full ``calib.ece`` of ``logits / T``) to show what the
+vectorised grid saves. Results are recorded in docs/temperature.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+
+import numpy as np
+
+from calibrate_cli import ece, fit_temperature
+from calibrate_cli.temperature import apply_temperature, temperature_grid
+
+
+def synthetic(n: int, k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, k, n)
+    logits = rng.standard_normal((n, k), dtype=np.float32) * np.float32(2.0)
+    hit = rng.random(n) < 0.7  # 70% of samples get a boosted true class
+    logits[np.flatnonzero(hit), labels[hit]] += np.float32(6.0)
+    return logits, labels
+
+
+def timed(label: str, func):
+    start = time.perf_counter()
+    result = func()
+    elapsed = time.perf_counter() - start
+    print(f"{label:<44} {elapsed:8.2f} s", flush=True)
+    return result, elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=1_000_000)
+    parser.add_argument("--k", type=int, default=100)
+    parser.add_argument("--baseline", action="store_true", help="also time a Python loop over T")
+    parser.add_argument("--skip-grid", action="store_true")
+    args = parser.parse_args()
+
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy {np.__version__}")
+    logits, labels = synthetic(args.n, args.k)
+    print(f"logits: N = {args.n}, K = {args.k}, float32 ({logits.nbytes / 2**20:.0f} MiB); grid: 100 temperatures")
+
+    if not args.skip_grid:
+        for objective in ("ece", "nll"):
+            fit, _ = timed(f"grid search, objective {objective}", lambda: fit_temperature(logits, labels, objective=objective))
+            print(f"  T = {fit.temperature:g}, {objective} {fit.objective_at_one:.6f} at T = 1 → {fit.objective_value:.6f}")
+    fit, _ = timed("exact NLL fit (safeguarded Newton on log β)", lambda: fit_temperature(logits, labels, search="nll"))
+    print(f"  T = {fit.temperature:.6f} after {fit.parameters['passes']} passes over the data")
+
+    if args.baseline:
+        grid = temperature_grid()
+
+        def loop():
+            return [ece(apply_temperature(logits, t), labels) for t in grid]
+
+        values, _ = timed("baseline: Python loop of 100 × calib.ece", loop)
+        best = float(grid[int(np.argmin(values))])
+        print(f"  T = {best:g} (must equal the grid search's)")
+
+
+if __name__ == "__main__":
+    main()

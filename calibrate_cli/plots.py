@@ -1,0 +1,687 @@
+"""Reliability diagrams (SPEC §5), in scikit-learn's Display pattern.
+
+:meth:`ReliabilityDiagram.from_predictions` computes through the metrics core (validation by
+:func:`~calibrate_cli.predictions.as_predictions`, one pass by :func:`~calibrate_cli.summary.summarize`,
+the bins of :func:`~calibrate_cli.metrics.equal_width_bins` / :func:`~calibrate_cli.metrics.equal_mass_bins`)
+and stores the per-bin statistics; :meth:`ReliabilityDiagram.plot` draws them and returns ``self``
+with ``ax_`` and ``figure_`` set, so plots compose::
+
+    from calibrate_cli.plots import ReliabilityDiagram, reliability_figure, save_figure
+
+    diagram = ReliabilityDiagram.from_predictions(logits, labels, n_bins=15, label="ResNet-50")
+    diagram.bins.accuracy, diagram.ece                # the numbers behind the picture
+    save_figure(reliability_figure(diagram), "reliability.png", dpi=150)
+
+What is drawn, per non-empty bin b with edges (e_b, e_{b+1}]:
+
+- a bar of height acc(B_b) (the accuracy, or for a classwise panel the frequency of [y = k]) spanning
+  the bin (width e_{b+1} − e_b, so equal-mass bins have variable widths);
+- the gap between acc(B_b) and the mean confidence conf(B_b): hatched red where the model is
+  over-confident (conf > acc: the red box sits on top of the bar), hatched blue where it is
+  under-confident (acc > conf: the blue box is the top of the bar, above the confidence);
+- the diagonal acc = conf (perfect calibration), and the ECE (AdaECE for equal-mass bins, with an
+  interval when given) in the legend;
+- under the diagram, the share of samples |B_b|/N per bin.
+
+Empty bins draw nothing. matplotlib is imported only inside functions (never by ``import
+calibrate_cli``); figures created here use ``matplotlib.figure.Figure`` with the Agg canvas and no
+pyplot state, so no display is needed and the user's backend is never touched.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .binning import BinStats, bin_statistics, uniform_edges
+from .errors import InputError, OutputError
+from .metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins, metrics_from_summary
+from .predictions import InputKind, Predictions, as_predictions
+from .probabilities import to_probabilities
+from .summary import summarize
+from .temperature import apply_temperature, check_temperature
+
+__all__ = [
+    "STRATEGIES",
+    "FIGURE_FORMATS",
+    "DEFAULT_DPI",
+    "MAX_CLASSWISE_CLASSES",
+    "ReliabilityDiagram",
+    "classwise_diagrams",
+    "reliability_figure",
+    "comparison_figure",
+    "overlay_figure",
+    "before_after_figure",
+    "eval_figure",
+    "classwise_figure",
+    "figure_format",
+    "check_figure_path",
+    "save_figure",
+]
+
+STRATEGIES = ("uniform", "quantile")
+FIGURE_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
+DEFAULT_DPI = 150
+MAX_CLASSWISE_CLASSES = 20
+
+# Colours: neutral grey bars so that the gaps stand out; red/blue gaps with opaque light faces (a
+# translucent blue over the bar turned muddy) and different hatch directions (readable in greyscale).
+ACCURACY_COLOR = "#5c5c5c"
+OVER_COLOR = "#d62728"
+OVER_FACE = "#fbd3d3"
+UNDER_COLOR = "#1f77b4"
+UNDER_FACE = "#cfe2f3"
+HIST_COLOR = "#9a9a9a"
+PANEL_SIZE = (4.4, 5.2)  # inches per diagram with its histogram
+CLASSWISE_PANEL_SIZE = (2.6, 2.6)
+
+
+def _check_strategy(strategy: str) -> str:
+    if strategy not in STRATEGIES:
+        raise InputError(f"Expected `strategy` to be one of {STRATEGIES}, but got {strategy!r}")
+    return strategy
+
+
+def _percent(x: float) -> str:
+    return f"{100 * x:.2f}%"
+
+
+def _compact(count: int) -> str:
+    """1234 → "1.2k", 999999 → "1.0M" (counts over histogram bars)."""
+    if count < 1000:
+        return str(count)
+    for size, suffix in ((1e3, "k"), (1e6, "M"), (1e9, "G")):
+        value = count / size
+        text = f"{value:.1f}" if value < 9.95 else f"{value:.0f}"
+        if float(text) < 1000 or suffix == "G":
+            return text + suffix
+    raise AssertionError("unreachable")
+
+
+def _format_temperature(t: float) -> str:
+    return f"{t:.4g}"
+
+
+class ReliabilityDiagram:
+    """A reliability diagram: per-bin statistics and the calibration error they give.
+
+    Build it with :meth:`from_predictions` (or directly from :class:`~calibrate_cli.binning.BinStats`),
+    draw it with :meth:`plot`.
+
+    bins          per-bin count, Σconf, Σcorrect and edges
+    ece           Σ_b |B_b|/N · |acc(B_b) − conf(B_b)| over ``bins`` (AdaECE for equal-mass bins)
+    metric_name   how the legend names ``ece`` ("ECE", "AdaECE", "ECE_k", ...)
+    interval      optional (low, high) interval of ``ece`` shown in the legend (e.g. a bootstrap CI)
+    label         the model's name (panel title)
+    temperature   the temperature applied to the logits, if any
+    accuracy      overall accuracy (None when not known, e.g. classwise panels)
+
+    After :meth:`plot`: ``ax_``, ``hist_ax_`` (None without histogram), ``figure_``, and the
+    artists ``accuracy_bars_``, ``over_bars_``, ``under_bars_``, ``hist_bars_``, ``count_labels_``, ``diagonal_``,
+    ``legend_``.
+    """
+
+    def __init__(
+        self,
+        bins: BinStats,
+        *,
+        ece: float | None = None,
+        metric_name: str = "ECE",
+        strategy: str = "uniform",
+        label: str | None = None,
+        interval: tuple[float, float] | None = None,
+        temperature: float | None = None,
+        accuracy: float | None = None,
+        xlabel: str = "Confidence",
+        ylabel: str = "Accuracy",
+    ) -> None:
+        self.bins = bins
+        self.ece = float(bins.calibration_error()) if ece is None else float(ece)
+        self.metric_name = metric_name
+        self.strategy = _check_strategy(strategy)
+        self.label = label
+        if interval is not None:
+            low, high = (float(v) for v in interval)
+            interval = (low, high)
+        self.interval = interval
+        self.temperature = temperature
+        self.accuracy = accuracy
+        self.xlabel = xlabel
+        self.ylabel = ylabel
+
+    @property
+    def n(self) -> int:
+        return int(self.bins.n)
+
+    @classmethod
+    def from_predictions(
+        cls,
+        scores,
+        labels,
+        *,
+        input_kind: InputKind = "logits",
+        n_bins: int = DEFAULT_N_BINS,
+        strategy: str = "uniform",
+        temperature: float | None = None,
+        label: str | None = None,
+        interval: tuple[float, float] | None = None,
+        scores_name: str = "scores",
+        labels_name: str = "labels",
+    ) -> "ReliabilityDiagram":
+        """Bin the top-label confidences of ``scores`` (logits or probabilities) against ``labels``.
+
+        ``strategy="uniform"``: M equal-width bins (b/M, (b+1)/M], the legend shows the ECE;
+        ``"quantile"``: M equal-mass bins, the legend shows the AdaECE. ``temperature`` T scales the
+        logits first (p = softmax(logits / T); logits only).
+        """
+        _check_strategy(strategy)
+        predictions = as_predictions(
+            scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name
+        )
+        if temperature is not None:
+            if predictions.input_kind != "logits":
+                raise InputError("a temperature scales logits; the scores are probabilities (drop --probs)")
+            temperature = check_temperature(temperature)
+            predictions = Predictions(
+                scores=apply_temperature(predictions.scores, temperature),
+                labels=predictions.labels,
+                input_kind="logits",
+            )
+        summary = summarize(predictions, n_bins=n_bins, classwise=False)
+        if strategy == "uniform":
+            bins = equal_width_bins(summary.confidences, summary.correct, n_bins)
+            metrics = metrics_from_summary(summary, n_bins, width=bins)
+            value, name = metrics["ece"], "ECE"
+        else:
+            bins = equal_mass_bins(summary.confidences, summary.correct, n_bins)
+            metrics = metrics_from_summary(summary, n_bins, mass=bins)
+            value, name = metrics["adaece"], "AdaECE"
+        return cls(
+            bins,
+            ece=value,
+            metric_name=name,
+            strategy=strategy,
+            label=label,
+            interval=interval,
+            temperature=temperature,
+            accuracy=metrics["accuracy"],
+        )
+
+    @classmethod
+    def from_report(
+        cls, report, *, label: str | None = None, interval: tuple[float, float] | None = None
+    ) -> "ReliabilityDiagram":
+        """The diagram of an :class:`~calibrate_cli.evaluate.EvalReport` (its equal-width bins and
+        ECE, no recomputation): what ``calib eval --plot`` draws."""
+        return cls(
+            report.bins,
+            ece=report.metrics["ece"],
+            metric_name="ECE",
+            label=label,
+            interval=interval,
+            accuracy=report.metrics["accuracy"],
+        )
+
+    # ----------------------------------------------------------------------------------- drawing
+    def legend_label(self) -> str:
+        """The legend entry of the calibration error, e.g. ``ECE = 3.21% [2.80%, 3.62%]``."""
+        text = f"{self.metric_name} = {_percent(self.ece)}"
+        if self.interval is not None:
+            text += f" [{_percent(self.interval[0])}, {_percent(self.interval[1])}]"
+        return text
+
+    def title(self) -> str | None:
+        parts = [self.label] if self.label else []
+        if self.temperature is not None and (not self.label or "T =" not in self.label):
+            parts.append(f"T = {_format_temperature(self.temperature)}")
+        return ", ".join(parts) if parts else None
+
+    def plot(
+        self,
+        ax=None,
+        *,
+        hist_ax=None,
+        title: str | None = None,
+        legend: bool = True,
+        legend_loc: str | None = None,
+        fontsize: float | None = None,
+        count_labels: bool | None = None,
+        **kwargs,
+    ) -> "ReliabilityDiagram":
+        """Draw the diagram on ``ax`` (a new Agg figure with a histogram axis when None).
+
+        ``hist_ax``: where to draw the share of samples per bin (none when ``ax`` is given without
+        it). ``title`` overrides the model label. ``legend_loc``: where the legend goes (default:
+        upper left for a mostly over-confident model, lower right otherwise, where the bars leave
+        room). ``count_labels``: write each bin's sample count over its histogram bar (bars at least
+        1/30 wide); default: for equal-width bins only (equal-mass bins all hold ~N/M). ``kwargs`` go to the accuracy bars (``Axes.bar``), e.g. ``color``. Returns ``self``
+        with ``ax_``, ``hist_ax_``, ``figure_`` set. To draw several models on the same axes, use
+        :meth:`plot_curve` (or :func:`overlay_figure`).
+        """
+        if ax is None:
+            fig = _new_figure(PANEL_SIZE)
+            ax, hist_ax = _diagram_axes(fig, fig.add_gridspec(1, 1)[0, 0])
+        bins = self.bins
+        edges = np.asarray(bins.edges, dtype=np.float64)
+        nonempty = bins.nonempty
+        lefts = edges[:-1][nonempty]
+        widths = np.diff(edges)[nonempty]
+        acc = bins.accuracy[nonempty]
+        conf = bins.mean_confidence[nonempty]
+        text_size = fontsize
+        if count_labels is None:
+            count_labels = self.strategy == "uniform"
+
+        bar_kwargs = {"color": ACCURACY_COLOR, "edgecolor": "white", "linewidth": 0.6, "label": self.ylabel}
+        bar_kwargs.update(kwargs)
+        self.accuracy_bars_ = ax.bar(lefts, acc, width=widths, align="edge", zorder=2, **bar_kwargs)
+
+        over = conf > acc
+        under = conf < acc
+        gap_style = {"align": "edge", "linewidth": 1.0, "zorder": 3}
+        self.over_bars_ = ax.bar(
+            lefts[over], (conf - acc)[over], width=widths[over], bottom=acc[over],
+            facecolor=OVER_FACE, edgecolor=OVER_COLOR, hatch="///",
+            label="Gap: over-confident", **gap_style,
+        )
+        self.under_bars_ = ax.bar(
+            lefts[under], (acc - conf)[under], width=widths[under], bottom=conf[under],
+            facecolor=UNDER_FACE, edgecolor=UNDER_COLOR, hatch="\\\\\\",
+            label="Gap: under-confident", **gap_style,
+        )
+        (self.diagonal_,) = ax.plot(
+            [0, 1], [0, 1], linestyle="--", color="#333333", linewidth=1.2, zorder=4, label="Perfect calibration"
+        )
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_aspect("auto")
+        ax.set_ylabel(self.ylabel, fontsize=text_size)
+        ax.grid(True, color="#dddddd", linewidth=0.6, zorder=0)
+        ax.set_axisbelow(True)
+        heading = title if title is not None else self.title()
+        if heading:
+            ax.set_title(heading, fontsize=text_size)
+
+        self.legend_ = None
+        if legend:
+            from matplotlib.lines import Line2D
+            from matplotlib.patches import Patch
+
+            handles = [
+                Line2D([], [], linestyle="none", label=self.legend_label()),
+                Patch(facecolor=bar_kwargs["color"], label=self.ylabel),
+                Patch(facecolor=OVER_FACE, edgecolor=OVER_COLOR, hatch="///",
+                      label="Gap: over-confident"),
+                Patch(facecolor=UNDER_FACE, edgecolor=UNDER_COLOR, hatch="\\\\\\",
+                      label="Gap: under-confident"),
+                self.diagonal_,
+            ]
+            if legend_loc is None:
+                # over-confident bars sit under the diagonal, leaving the upper left free
+                weight = bins.count[nonempty] * (conf - acc)
+                legend_loc = "upper left" if weight.sum() >= 0 else "lower right"
+            self.legend_ = ax.legend(
+                handles=handles, loc=legend_loc, fontsize=text_size if text_size else "small",
+                framealpha=0.92, handlelength=1.6, borderaxespad=0.6,
+            )
+            # the metric entry has no handle: bold, flush left
+            first = self.legend_.get_texts()[0]
+            first.set_fontweight("bold")
+
+        self.hist_ax_ = hist_ax
+        self.hist_bars_ = None
+        self.count_labels_ = []
+        if hist_ax is not None:
+            share = bins.count[nonempty] / max(self.n, 1)
+            self.hist_bars_ = hist_ax.bar(
+                lefts, share, width=widths, align="edge", color=HIST_COLOR, edgecolor="white", linewidth=0.6
+            )
+            hist_ax.set_xlim(0, 1)
+            top = float(share.max()) if share.size else 1.0
+            if count_labels:
+                # the sample count over each bar wide enough for it: a bin of 3 samples explains
+                # a large gap that costs little ECE
+                counts = bins.count[nonempty]
+                wide = widths >= 1 / 30
+                for left, width, h, c in zip(lefts[wide], widths[wide], share[wide], counts[wide]):
+                    self.count_labels_.append(
+                        hist_ax.text(left + width / 2, h, _compact(int(c)), ha="center", va="bottom",
+                                     fontsize=6.5, color="#444444", clip_on=False)
+                    )
+            headroom = 1.32 if count_labels else 1.15
+            hist_ax.set_ylim(0, top * headroom if top > 0 else 1.0)
+            hist_ax.set_ylabel("Share", fontsize=text_size)
+            hist_ax.set_xlabel(self.xlabel, fontsize=text_size)
+            hist_ax.yaxis.set_major_formatter(_percent_formatter())
+            hist_ax.yaxis.set_major_locator(_max_n_locator(3))
+            hist_ax.grid(True, axis="y", color="#dddddd", linewidth=0.6)
+            hist_ax.set_axisbelow(True)
+            ax.tick_params(labelbottom=False)
+        else:
+            ax.set_xlabel(self.xlabel, fontsize=text_size)
+        self.ax_ = ax
+        self.figure_ = ax.figure
+        return self
+
+
+    def plot_curve(self, ax=None, *, hist_ax=None, color=None, marker: str = "o", **kwargs) -> "ReliabilityDiagram":
+        """Draw the diagram as a reliability curve, for several models on the same axes.
+
+        One point per non-empty bin at (mean confidence, accuracy), joined by a line labelled with
+        the model's name and its ECE; on ``hist_ax``, the share of samples per bin as an outline.
+        The diagonal and the legend are left to the caller (:func:`overlay_figure` draws them).
+        ``kwargs`` go to ``Axes.plot``. Sets ``curve_``, ``hist_steps_``, ``ax_``, ``figure_``.
+        """
+        if ax is None:
+            fig = _new_figure(PANEL_SIZE)
+            ax, hist_ax = _diagram_axes(fig, fig.add_gridspec(1, 1)[0, 0])
+        bins = self.bins
+        nonempty = bins.nonempty
+        name = self.title()
+        label = f"{name} — {self.legend_label()}" if name else self.legend_label()
+        style = {"marker": marker, "markersize": 4.5, "linewidth": 1.8, "label": label, "zorder": 3}
+        style.update(kwargs)
+        (self.curve_,) = ax.plot(bins.mean_confidence[nonempty], bins.accuracy[nonempty], color=color, **style)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.set_ylabel(self.ylabel)
+        ax.grid(True, color="#dddddd", linewidth=0.6, zorder=0)
+        ax.set_axisbelow(True)
+        self.hist_ax_ = hist_ax
+        self.hist_steps_ = None
+        if hist_ax is not None:
+            edges = np.asarray(bins.edges, dtype=np.float64)
+            share = bins.count / max(self.n, 1)
+            self.hist_steps_ = hist_ax.stairs(share, edges, color=self.curve_.get_color(), linewidth=1.5)
+            hist_ax.set_xlim(0, 1)
+            hist_ax.set_ylabel("Share")
+            hist_ax.set_xlabel(self.xlabel)
+            hist_ax.yaxis.set_major_formatter(_percent_formatter())
+            hist_ax.yaxis.set_major_locator(_max_n_locator(3))
+            hist_ax.grid(True, axis="y", color="#dddddd", linewidth=0.6)
+            ax.tick_params(labelbottom=False)
+        else:
+            ax.set_xlabel(self.xlabel)
+        self.ax_ = ax
+        self.figure_ = ax.figure
+        return self
+
+
+# ------------------------------------------------------------------------------------ classwise
+def classwise_diagrams(
+    scores,
+    labels,
+    *,
+    input_kind: InputKind = "logits",
+    n_bins: int = DEFAULT_N_BINS,
+    temperature: float | None = None,
+    class_names: Sequence[str] | None = None,
+    max_classes: int = MAX_CLASSWISE_CLASSES,
+    scores_name: str = "scores",
+    labels_name: str = "labels",
+) -> list[ReliabilityDiagram]:
+    """One diagram per class k: equal-width bins of p_ik (all N samples) against [y_i = k].
+
+    The legend of panel k shows ECE_k = Σ_b |B_kb|/N · |mean p_ik − mean [y_i = k]| (the classwise
+    ECE is their mean over the K classes). At most ``max_classes`` classes (a grid is unreadable
+    beyond that).
+    """
+    predictions = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name)
+    k = predictions.k
+    if k > max_classes:
+        raise InputError(
+            f"{scores_name}: the classwise view shows at most {max_classes} classes, the scores have K = {k}"
+        )
+    if class_names is not None and len(class_names) != k:
+        raise InputError(f"got {len(class_names)} class names for K = {k} classes")
+    s = predictions.scores
+    if temperature is not None:
+        if predictions.input_kind != "logits":
+            raise InputError("a temperature scales logits; the scores are probabilities (drop --probs)")
+        s = apply_temperature(s, temperature)
+    probs = to_probabilities(s, predictions.input_kind)
+    edges = uniform_edges(n_bins)
+    out = []
+    for c in range(k):
+        name = str(class_names[c]) if class_names is not None else f"class {c}"
+        stats = bin_statistics(probs[:, c], predictions.labels == c, edges)
+        out.append(
+            ReliabilityDiagram(
+                stats,
+                metric_name="ECE_k",
+                label=name,
+                temperature=temperature,
+                xlabel=f"p({name})",
+                ylabel="Frequency",
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------------- figures
+def _new_figure(size: tuple[float, float]):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=size, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _percent_formatter():
+    from matplotlib.ticker import PercentFormatter
+
+    return PercentFormatter(xmax=1.0, decimals=0)
+
+
+def _max_n_locator(n: int):
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(nbins=n, min_n_ticks=2)
+
+
+def _diagram_axes(fig, cell):
+    """A diagram axis and a histogram axis (a quarter of its height) under it, sharing x."""
+    inner = cell.subgridspec(2, 1, height_ratios=[4, 1], hspace=0.04)
+    ax = fig.add_subplot(inner[0])
+    hist_ax = fig.add_subplot(inner[1], sharex=ax)
+    return ax, hist_ax
+
+
+def comparison_figure(diagrams: Sequence[ReliabilityDiagram], *, title: str | None = None, histogram: bool = True):
+    """Diagrams side by side (one column each, histogram under each), e.g. several models."""
+    diagrams = list(diagrams)
+    if not diagrams:
+        raise InputError("nothing to plot: no diagrams")
+    n = len(diagrams)
+    fig = _new_figure((PANEL_SIZE[0] * n, PANEL_SIZE[1] if histogram else PANEL_SIZE[1] * 0.82))
+    grid = fig.add_gridspec(1, n)
+    for i, diagram in enumerate(diagrams):
+        if histogram:
+            ax, hist_ax = _diagram_axes(fig, grid[0, i])
+        else:
+            ax, hist_ax = fig.add_subplot(grid[0, i]), None
+        diagram.plot(ax, hist_ax=hist_ax)
+        if i > 0:
+            ax.set_ylabel("")
+            if hist_ax is not None:
+                hist_ax.set_ylabel("")
+    if histogram and n > 1:  # one scale for the histograms, so that the panels compare
+        top = max(d.hist_ax_.get_ylim()[1] for d in diagrams)
+        for d in diagrams:
+            d.hist_ax_.set_ylim(0, top)
+    if title:
+        fig.suptitle(title, fontweight="bold")
+    return fig
+
+
+OVERLAY_COLORS = ("#e66101", "#5e3c99", "#1b9e77", "#222222", "#e7298a", "#a6761d", "#66a61e", "#7570b3")
+
+
+def overlay_figure(diagrams: Sequence[ReliabilityDiagram], *, title: str | None = None):
+    """Several diagrams on the same axes, as reliability curves (e.g. before / after temperature)."""
+    diagrams = list(diagrams)
+    if not diagrams:
+        raise InputError("nothing to plot: no diagrams")
+    fig = _new_figure((PANEL_SIZE[0] + 0.6, PANEL_SIZE[1]))
+    ax, hist_ax = _diagram_axes(fig, fig.add_gridspec(1, 1)[0, 0])
+    for i, diagram in enumerate(diagrams):
+        diagram.plot_curve(ax, hist_ax=hist_ax, color=OVERLAY_COLORS[i % len(OVERLAY_COLORS)])
+    ax.plot([0, 1], [0, 1], linestyle="--", color="#333333", linewidth=1.2, zorder=2, label="Perfect calibration")
+    weight = sum(float((d.bins.sum_conf - d.bins.sum_correct).sum()) for d in diagrams)
+    ax.legend(loc="upper left" if weight >= 0 else "lower right", fontsize="small", framealpha=0.92)
+    top = hist_ax.get_ylim()[1]
+    hist_ax.set_ylim(0, min(1.0, top))
+    if title:
+        ax.set_title(title)
+    return fig
+
+
+def reliability_figure(diagram: ReliabilityDiagram, *, title: str | None = None):
+    """The figure of one diagram with its histogram."""
+    fig = comparison_figure([diagram])
+    if title:
+        diagram.ax_.set_title(title)
+    return fig
+
+
+def eval_figure(report, *, label: str | None = None, interval: tuple[float, float] | None = None, title=None):
+    """The figure of ``calib eval --plot``: the diagram of an EvalReport with its histogram."""
+    return reliability_figure(ReliabilityDiagram.from_report(report, label=label, interval=interval), title=title)
+
+
+def before_after_figure(
+    scores,
+    labels,
+    temperature: float,
+    *,
+    n_bins: int = DEFAULT_N_BINS,
+    strategy: str = "uniform",
+    title: str | None = None,
+    intervals: tuple | None = None,
+    overlay: bool = False,
+    scores_name: str = "scores",
+    labels_name: str = "labels",
+):
+    """Before / after temperature scaling side by side: softmax(logits) and softmax(logits / T).
+
+    ``intervals``: optional ((low, high) before, (low, high) after) for the legends; ``overlay``:
+    both as curves on the same axes. This is what ``calib temperature --plot`` and
+    ``calib plot --temperature`` draw.
+    """
+    temperature = check_temperature(temperature)
+    low_high = intervals if intervals is not None else (None, None)
+    common = dict(input_kind="logits", n_bins=n_bins, strategy=strategy, scores_name=scores_name,
+                  labels_name=labels_name)
+    before = ReliabilityDiagram.from_predictions(
+        scores, labels, label="Before: T = 1", interval=low_high[0], **common
+    )
+    after = ReliabilityDiagram.from_predictions(
+        scores, labels, temperature=temperature, label=f"After: T = {_format_temperature(temperature)}",
+        interval=low_high[1], **common,
+    )
+    if overlay:
+        return overlay_figure([before, after], title=title)
+    return comparison_figure([before, after], title=title)
+
+
+def classwise_figure(diagrams: Sequence[ReliabilityDiagram], *, title: str | None = None, columns: int | None = None):
+    """A small-multiples grid of per-class diagrams (from :func:`classwise_diagrams`), shared axes."""
+    diagrams = list(diagrams)
+    if not diagrams:
+        raise InputError("nothing to plot: no diagrams")
+    n = len(diagrams)
+    cols = columns or min(5, n if n <= 5 else math.ceil(math.sqrt(n)) + (1 if n > 9 else 0))
+    cols = max(1, min(cols, n))
+    rows = math.ceil(n / cols)
+    fig = _new_figure((CLASSWISE_PANEL_SIZE[0] * cols, CLASSWISE_PANEL_SIZE[1] * rows + (0.4 if title else 0)))
+    axes = fig.subplots(rows, cols, sharex=True, sharey=True, squeeze=False)
+    for i, diagram in enumerate(diagrams):
+        r, c = divmod(i, cols)
+        ax = axes[r][c]
+        diagram.plot(ax, legend=False, title=f"{diagram.label}: ECE {_percent(diagram.ece)}", fontsize=9)
+        ax.set_xlabel("p(class)" if r == rows - 1 else "", fontsize=9)
+        ax.set_ylabel("Frequency" if c == 0 else "", fontsize=9)
+        ax.tick_params(labelsize=8)
+        ax.set_xticks([0, 0.5, 1])
+        ax.set_yticks([0, 0.5, 1])
+    for j in range(n, rows * cols):
+        r, c = divmod(j, cols)
+        axes[r][c].set_visible(False)
+    # one legend for the whole grid
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles = [
+        Patch(facecolor=ACCURACY_COLOR, label="Frequency of the class"),
+        Patch(facecolor=OVER_FACE, edgecolor=OVER_COLOR, hatch="///", label="Gap: over-confident"),
+        Patch(facecolor=UNDER_FACE, edgecolor=UNDER_COLOR, hatch="\\\\\\", label="Gap: under-confident"),
+        Line2D([], [], linestyle="--", color="#333333", label="Perfect calibration"),
+    ]
+    try:  # matplotlib ≥ 3.7 reserves room for a legend placed "outside"
+        fig.legend(handles=handles, loc="outside lower center", ncols=4, fontsize="small", frameon=False)
+    except ValueError:
+        fig.legend(handles=handles, loc="lower center", ncols=4, fontsize="small", frameon=False)
+    if title:
+        fig.suptitle(title, fontweight="bold")
+    return fig
+
+
+# ----------------------------------------------------------------------------------- saving
+def figure_format(path: str | os.PathLike) -> str:
+    """``png``, ``svg`` or ``pdf`` from the file's extension (InputError for any other)."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in FIGURE_FORMATS:
+        raise InputError(
+            f"{path}: unknown figure extension {suffix or '(none)'!r}; use .png, .svg or .pdf"
+        )
+    return FIGURE_FORMATS[suffix]
+
+
+def check_figure_path(path: str | os.PathLike, *, force: bool = False) -> Path:
+    """Check before any work that ``path`` can receive a figure: known extension, an existing
+    folder, and no existing file unless ``force``."""
+    figure_format(path)
+    path = Path(path)
+    if path.is_dir():
+        raise OutputError(f"{path}: is a directory")
+    if path.exists() and not force:
+        raise OutputError(f"{path}: already exists; use --force to overwrite")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise OutputError(f"{path}: folder {folder} does not exist")
+    return path
+
+
+def save_figure(fig, path: str | os.PathLike, *, dpi: int = DEFAULT_DPI, force: bool = False) -> Path:
+    """Write ``fig`` to ``path`` as PNG, SVG or PDF (by extension), atomically (temp file in the same
+    folder + rename); never overwrite an existing file unless ``force``. ``dpi`` applies to PNG."""
+    fmt = figure_format(path)
+    if isinstance(dpi, bool) or not isinstance(dpi, (int, np.integer)) or not 10 <= dpi <= 2400:
+        raise InputError(f"Expected `dpi` to be an integer in [10, 2400], but got {dpi!r}")
+    path = check_figure_path(path, force=force)
+    folder = path.parent if str(path.parent) else Path(".")
+    metadata = {"png": None, "svg": {"Date": None}, "pdf": {"CreationDate": None}}[fmt]
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, format=fmt, dpi=int(dpi), metadata=metadata)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

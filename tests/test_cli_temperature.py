@@ -1,0 +1,232 @@
+"""``calib temperature`` and ``calib eval --temperature`` through Click's CliRunner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from calibrate_cli import evaluate
+from calibrate_cli.cli import cli
+from calibrate_cli.io import load_temperature
+from calibrate_cli.probabilities import softmax
+from calibrate_cli.temperature import apply_temperature, fit_temperature
+
+REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
+
+
+def reference(name: str) -> str:
+    path = REFERENCE / name
+    if not path.exists():
+        pytest.skip(f"reference data {path} not available")
+    return str(path)
+
+
+def synthetic(n, k, seed, scale=3.0):
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, k, n)
+    logits = rng.normal(0, 1, (n, k))
+    logits[np.arange(n), labels] += 1.5
+    return (scale * logits).astype(np.float32), labels
+
+
+@pytest.fixture
+def files(tmp_path):
+    val, val_y = synthetic(400, 5, 0)
+    test, test_y = synthetic(300, 5, 1)
+    paths = {}
+    for name, array in {"val": val, "val_y": val_y, "test": test, "test_y": test_y}.items():
+        paths[name] = str(tmp_path / f"{name}.npy")
+        np.save(paths[name], array)
+    paths["arrays"] = (val, val_y, test, test_y)
+    return paths
+
+
+def run(*args):
+    result = CliRunner().invoke(cli, [str(a) for a in args])
+    return result
+
+
+def one_line_error(result, fragment: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("Error: ") and fragment in lines[0], lines[0]
+    assert "Traceback" not in result.output
+
+
+def test_json_equals_the_library(files):
+    val, val_y, test, test_y = files["arrays"]
+    result = run("temperature", files["val"], files["val_y"], "--test", files["test"], files["test_y"], "-f", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    fit = fit_temperature(val, val_y)
+    assert doc["temperature"] == fit.temperature
+    assert (doc["search"], doc["objective"], doc["n_bins"]) == ("grid", "ece", 15)
+    assert doc["fit"] == {"before": evaluate(val, val_y).metrics, "after": evaluate(apply_temperature(val, fit.temperature), val_y).metrics}
+    assert doc["test"] == {"before": evaluate(test, test_y).metrics, "after": evaluate(apply_temperature(test, fit.temperature), test_y).metrics}
+    assert doc["calibration"] == json.loads(json.dumps(fit.to_dict()))
+    assert doc["inputs"]["test"] == {"scores": files["test"], "labels": files["test_y"], "n": 300, "k": 5}
+    assert {"calib_version", "conventions", "warnings"} <= set(doc)
+
+
+def test_table_shows_pre_and_post(files):
+    result = run("temperature", files["val"], files["val_y"], "--test", files["test"], files["test_y"], "--search", "nll")
+    assert result.exit_code == 0, result.output
+    t = fit_temperature(*files["arrays"][:2], search="nll").temperature
+    for text in ("Pre T", "test", f"Post T ({t:.4g})", "ECE", "Classwise-ECE", "S99 accuracy"):
+        assert text in result.stdout
+
+
+def test_csv_and_markdown(files):
+    csv_out = run("temperature", files["val"], files["val_y"], "-f", "csv")
+    assert csv_out.exit_code == 0
+    rows = [line.split(",") for line in csv_out.stdout.splitlines()]
+    assert rows[0] == ["metric", "fit_before", "fit_after"]
+    assert [r[0] for r in rows[1:4]] == ["accuracy", "error", "ece"]
+    assert rows[1][1] == rows[1][2]  # accuracy unchanged
+    md = run("temperature", files["val"], files["val_y"], "-f", "markdown")
+    assert md.exit_code == 0 and "| metric | fit Pre T | fit Post T (" in md.stdout
+
+
+def test_output_json_is_readable_by_load_temperature_and_eval(files, tmp_path):
+    out = tmp_path / "t.json"
+    result = run("temperature", files["val"], files["val_y"], "--search", "nll", "-o", out)
+    assert result.exit_code == 0, result.output
+    assert "Pre T" in result.stdout  # the table still goes to the screen
+    t = load_temperature(str(out))
+    assert t == fit_temperature(*files["arrays"][:2], search="nll").temperature
+    ev = run("eval", files["test"], files["test_y"], "--temperature", out, "-f", "json")
+    assert ev.exit_code == 0, ev.output
+    test, test_y = files["arrays"][2:]
+    assert json.loads(ev.stdout)["metrics"] == evaluate(apply_temperature(test, t), test_y).metrics
+    # never overwrite without --force, and refuse before doing the work
+    again = run("temperature", files["val"], files["val_y"], "-o", out)
+    one_line_error(again, "already exists; use --force")
+    assert load_temperature(str(out)) == t
+    assert run("temperature", files["val"], files["val_y"], "-o", out, "--force").exit_code == 0
+    assert load_temperature(str(out)) == fit_temperature(*files["arrays"][:2]).temperature
+
+
+def test_save_logits(files, tmp_path):
+    saved = tmp_path / "scaled.npy"
+    result = run("temperature", files["val"], files["val_y"], "--test", files["test"], files["test_y"], "--save-logits", saved)
+    assert result.exit_code == 0, result.output
+    t = fit_temperature(*files["arrays"][:2]).temperature
+    assert np.array_equal(np.load(saved), files["arrays"][2].astype(np.float64) / t)
+    one_line_error(run("temperature", files["val"], files["val_y"], "--save-logits", saved), "already exists")
+    assert np.array_equal(np.load(saved), files["arrays"][2].astype(np.float64) / t)  # untouched
+    assert run("temperature", files["val"], files["val_y"], "--save-logits", saved, "--force").exit_code == 0
+    assert np.array_equal(np.load(saved), files["arrays"][0].astype(np.float64) / t)  # no --test: the fitting set
+    one_line_error(run("temperature", files["val"], files["val_y"], "--save-logits", tmp_path / "x.txt"), ".npy")
+
+
+def test_probs_with_exact_zeros(tmp_path):
+    probs = np.array([[0.7, 0.3, 0.0], [0.1, 0.0, 0.9], [0.5, 0.25, 0.25], [0.0, 0.6, 0.4]] * 5)
+    labels = np.array([0, 2, 1, 1] * 5)
+    np.save(tmp_path / "p.npy", probs)
+    np.save(tmp_path / "y.npy", labels)
+    saved = tmp_path / "scaled.npy"
+    result = run("temperature", tmp_path / "p.npy", tmp_path / "y.npy", "--probs", "--save-logits", saved, "-f", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    t = doc["temperature"]
+    scaled = np.load(saved)
+    powered = probs ** (1 / t)
+    assert scaled == pytest.approx(powered / powered.sum(axis=1, keepdims=True), abs=1e-15)
+    assert np.array_equal(scaled == 0, probs == 0)
+    assert doc["fit"]["before"] == evaluate(probs, labels, input_kind="probs").metrics
+    # a true-class probability of 0 cannot be fitted by NLL: one-line error
+    bad = labels.copy()
+    bad[0] = 2
+    np.save(tmp_path / "bad.npy", bad)
+    one_line_error(run("temperature", tmp_path / "p.npy", tmp_path / "bad.npy", "--probs", "--search", "nll"), "probability 0")
+
+
+def test_platt_and_vector_in_the_same_table(tmp_path):
+    rng = np.random.default_rng(4)
+    labels = rng.integers(0, 2, 500)
+    scores = 3 * (labels - 0.5) + rng.normal(0, 1.5, 500)
+    np.save(tmp_path / "s.npy", scores)
+    np.save(tmp_path / "y.npy", labels)
+    platt = run("temperature", tmp_path / "s.npy", tmp_path / "y.npy", "--search", "platt", "-f", "json")
+    assert platt.exit_code == 0, platt.output
+    doc = json.loads(platt.stdout)
+    fit = fit_temperature(scores, labels, search="platt")
+    assert doc["temperature"] is None and doc["calibration"]["platt"]["a"] == fit.parameters["a"]
+    assert doc["fit"]["after"] == evaluate(fit.transform(scores), labels).metrics
+    table = run("temperature", tmp_path / "s.npy", tmp_path / "y.npy", "--search", "vector")
+    assert table.exit_code == 0 and "Post vector scaling" in table.stdout
+
+
+def test_compat_reference_through_the_cli():
+    name = "cifar10_cleanlab"
+    result = run(
+        "temperature", reference(f"{name}_val_logits.npy"), reference(f"{name}_val_labels.npy"),
+        "--test", reference(f"{name}_test_logits.npy"), reference(f"{name}_test_labels.npy"),
+        "--compat", "focal-calibration", "-f", "json",
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["temperature"] == 1.5
+    after = doc["test"]["after"]
+    got = [after[m] for m in ("ece", "adaece", "classwise_ece", "nll")]
+    assert got == pytest.approx([0.013217, 0.008294, 0.005099, 0.202297], abs=2.5e-6)
+
+
+def test_boundary_warning_on_stderr(files):
+    result = run("temperature", files["val"], files["val_y"], "--grid", "0.1:0.3:0.1")
+    assert result.exit_code == 0
+    assert "Warning:" in result.stderr and "upper boundary" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "extra, fragment",
+    [
+        (["--grid", "0:1:0.1"], "start must be > 0"),
+        (["--grid", "1:0.5:0.1"], "must be ≥ start"),
+        (["--grid", "abc"], "START:STOP:STEP"),
+        (["--search", "nll", "--objective", "ece"], "works with --search grid only"),
+        (["--search", "platt"], "Platt scaling is for binary"),
+    ],
+)
+def test_bad_options_exit_2_with_one_line(files, extra, fragment):
+    one_line_error(run("temperature", files["val"], files["val_y"], *extra), fragment)
+
+
+def test_k_mismatch_is_an_error(files, tmp_path):
+    np.save(tmp_path / "k3.npy", files["arrays"][2][:, :3])
+    np.save(tmp_path / "k3_y.npy", files["arrays"][3] % 3)
+    result = run("temperature", files["val"], files["val_y"], "--test", tmp_path / "k3.npy", tmp_path / "k3_y.npy")
+    one_line_error(result, "K = 3 classes but the fitting set")
+
+
+def test_missing_and_bad_files(files, tmp_path):
+    one_line_error(run("temperature", tmp_path / "nope.npy", files["val_y"]), "nope.npy: no such file")
+    one_line_error(run("temperature", files["val"], files["val_y"], "--test", files["test"], tmp_path / "no.npy"), "no.npy: no such file")
+    np.save(tmp_path / "short.npy", files["arrays"][1][:10])
+    one_line_error(run("temperature", files["val"], tmp_path / "short.npy"), "10 labels")
+
+
+def test_eval_temperature_option(files, tmp_path):
+    test, test_y = files["arrays"][2:]
+    result = run("eval", files["test"], files["test_y"], "--temperature", "1.5", "-f", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["metrics"] == evaluate(apply_temperature(test, 1.5), test_y).metrics
+    one_line_error(run("eval", files["test"], files["test_y"], "--temperature", "0"), "temperature must be finite and > 0")
+    one_line_error(run("eval", files["test"], files["test_y"], "--temperature", tmp_path / "none.json"), "no such file")
+    probs = softmax(test)
+    np.save(tmp_path / "p.npy", probs)
+    result = run("eval", tmp_path / "p.npy", files["test_y"], "--probs", "--temperature", "2", "-f", "json")
+    assert result.exit_code == 0, result.output
+    expected = evaluate(apply_temperature(test, 2.0), test_y).metrics
+    assert json.loads(result.stdout)["metrics"] == pytest.approx(expected, abs=1e-12)
+
+
+def test_help_lists_the_command():
+    assert "temperature" in run("--help").stdout
+    text = run("temperature", "--help").stdout
+    assert "Examples:" in text and "--save-logits" in text
