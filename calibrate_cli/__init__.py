@@ -15,6 +15,7 @@ matplotlib or torch are imported here)::
 
 from ._version import __version__
 from .binning import BinStats, assign_bins, bin_statistics, equal_mass_edges, uniform_edges
+from .bootstrap import Comparison, ConfidenceInterval, bootstrap, compare
 from .errors import CalibError, InputError, OutputError
 from .evaluate import EvalReport, evaluate
 from .gates import Gate, GateResult, check_gates
@@ -45,6 +46,8 @@ __all__ = [
     "__version__",
     "BinStats",
     "CalibError",
+    "Comparison",
+    "ConfidenceInterval",
     "DEFAULT_N_BINS",
     "EvalReport",
     "Gate",
@@ -62,9 +65,11 @@ __all__ = [
     "as_predictions",
     "assign_bins",
     "bin_statistics",
+    "bootstrap",
     "brier",
     "check_gates",
     "classwise_ece",
+    "compare",
     "ece",
     "equal_mass_bins",
     "equal_mass_edges",

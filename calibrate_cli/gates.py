@@ -2,6 +2,12 @@
 
 A gate fails when the gated value is above (``fail-above``) or below (``fail-below``) its
 threshold, or when the value is undefined (None/NaN: a gate that cannot be checked never passes).
+
+With bootstrap intervals, ``gated_on`` picks the value every gate compares (SPEC §6): ``"point"``
+(the estimate, default), ``"upper"`` (the interval's upper end) or ``"lower"`` (its lower end).
+For ``--fail-above`` the upper end is strict (pass only when significantly below the threshold)
+and the lower end lenient (fail only when significantly above); for ``--fail-below`` the other
+way round. A metric without an interval (e.g. an infinite NLL) is gated on its point value.
 """
 
 from __future__ import annotations
@@ -13,7 +19,9 @@ from typing import Iterable, Literal, Mapping
 from .errors import InputError
 from .metrics import METRIC_NAMES
 
-__all__ = ["Gate", "GateResult", "check_gates", "normalize_metric_name"]
+__all__ = ["GATE_ON", "Gate", "GateResult", "check_gates", "normalize_metric_name"]
+
+GATE_ON = ("point", "upper", "lower")
 
 Direction = Literal["above", "below"]
 
@@ -89,16 +97,37 @@ class GateResult:
         }
 
 
+def _interval_end(interval, end: str) -> float:
+    key = "high" if end == "upper" else "low"
+    return interval[key] if isinstance(interval, Mapping) else getattr(interval, key)
+
+
 def check_gates(
-    metrics: Mapping[str, float | None], gates: Iterable[Gate], *, gated_on: str = "point"
+    metrics: Mapping[str, float | None],
+    gates: Iterable[Gate],
+    *,
+    gated_on: str = "point",
+    intervals: Mapping | None = None,
 ) -> list[GateResult]:
-    """Check each gate against ``metrics[gate.metric]``; returns one result per gate, in order."""
+    """Check each gate against ``metrics[gate.metric]``; returns one result per gate, in order.
+
+    ``gated_on="upper"``/``"lower"``: compare the upper/lower end of ``intervals[gate.metric]``
+    (a :class:`~calibrate_cli.bootstrap.ConfidenceInterval` or a dict with ``low``/``high``) instead.
+    """
+    if gated_on not in GATE_ON:
+        raise InputError(f"Expected `gated_on` to be one of {GATE_ON}, but got {gated_on!r}")
+    if gated_on != "point" and intervals is None:
+        raise InputError(f"gating on the {gated_on} end of an interval needs bootstrap intervals")
     results = []
     for gate in gates:
-        value = metrics.get(gate.metric)
+        on = gated_on
+        if on != "point" and gate.metric in intervals:
+            value = _interval_end(intervals[gate.metric], on)
+        else:
+            on, value = "point", metrics.get(gate.metric)
         if value is None or math.isnan(value):
-            results.append(GateResult(gate, value, False, gated_on))
+            results.append(GateResult(gate, value, False, on))
             continue
         failed = value > gate.threshold if gate.direction == "above" else value < gate.threshold
-        results.append(GateResult(gate, float(value), not failed, gated_on))
+        results.append(GateResult(gate, float(value), not failed, on))
     return results

@@ -69,6 +69,7 @@ def cli() -> None:
 
 
 def _register() -> None:
+    from .compare import compare_command
     from .eval import eval_command
     from .plot import plot_command
     from .temperature import temperature_command
@@ -76,6 +77,7 @@ def _register() -> None:
     cli.add_command(eval_command)
     cli.add_command(temperature_command)
     cli.add_command(plot_command)
+    cli.add_command(compare_command)
 
 
 _register()

@@ -11,13 +11,27 @@ from ..gates import check_gates
 from ..io import load_temperature
 from ..temperature import scale_scores
 from . import render
-from .options import binning_options, gate_options, load_inputs, output_options, parse_gates, scores_and_labels
+from .options import (
+    binning_options,
+    bootstrap_options,
+    gate_on_option,
+    gate_options,
+    load_inputs,
+    output_options,
+    parse_gates,
+    scores_and_labels,
+)
+
+#: show a progress bar when B × N exceeds this (about a second of work)
+PROGRESS_MIN_WORK = 20_000_000
 
 
-def eval_payload(report, results, scores: str, labels: str) -> dict:
-    """The JSON document of ``calib eval`` (keys documented in docs/json-schema.md)."""
+def eval_payload(report, results, scores: str, labels: str, intervals: dict | None = None, bootstrap=None) -> dict:
+    """The JSON document of ``calib eval`` (keys documented in docs/json-schema.md and docs/bootstrap.md)."""
     body = report.to_dict()
     body["gates"] = [r.to_dict() for r in results]
+    body["intervals"] = {name: ci.to_dict() for name, ci in (intervals or {}).items()}
+    body["bootstrap"] = bootstrap
     return {
         "calib_version": __version__,
         "command": "eval",
@@ -26,18 +40,24 @@ def eval_payload(report, results, scores: str, labels: str) -> dict:
     }
 
 
-def render_report(report, payload: dict, fmt: str, *, console_width: int | None = None) -> str | list:
+def render_report(
+    report, payload: dict, fmt: str, *, console_width: int | None = None, intervals: dict | None = None
+) -> str | list:
     if fmt == "json":
         return render.to_json(payload)
+    as_dicts = {n: ci.to_dict() for n, ci in (intervals or {}).items()} or None
     if fmt == "csv":
-        return render.metrics_csv(report.metrics)
+        return render.metrics_csv(report.metrics, intervals=as_dicts)
     if fmt == "markdown":
-        return render.metrics_markdown(report.metrics)
+        return render.metrics_markdown(report.metrics, intervals=as_dicts)
     title = f"{payload['inputs']['scores']}: N = {report.n}, K = {report.k}, {report.n_bins} bins"
     if report.compat:
         title += f", compat {report.compat}"
+    boot = payload.get("bootstrap")
+    if boot:
+        title += f"; {100 * boot['level']:g}% {boot['method']} bootstrap intervals, {boot['n_resamples']} resamples"
     return [
-        render.metrics_table(report.metrics, title=title),
+        render.metrics_table(report.metrics, title=title, intervals=as_dicts),
         render.bins_table(
             report.bins.to_rows(),
             title="Reliability: equal-width bins (gap = confidence − accuracy)",
@@ -62,9 +82,27 @@ def render_report(report, payload: dict, fmt: str, *, console_width: int | None 
     help="Evaluate at temperature T: softmax(logits / T) (with --probs: p^(1/T), renormalised). "
     "A number or the JSON written by `calib temperature -o t.json`.",
 )
+@bootstrap_options()
+@gate_on_option
 def eval_command(
-    scores, labels, input_kind, label_col, n_bins, compat, fmt, output, force, fail_above, fail_below, plot_path,
+    scores,
+    labels,
+    input_kind,
+    label_col,
+    n_bins,
+    compat,
+    fmt,
+    output,
+    force,
+    fail_above,
+    fail_below,
+    plot_path,
     temperature,
+    n_resamples,
+    ci_level,
+    ci_method,
+    seed,
+    gate_on,
 ):
     """Report every calibration metric of a model's saved outputs.
 
@@ -78,6 +116,10 @@ def eval_command(
 
     Gates exit with code 1 and name each failed gate on stderr; bad input exits with code 2.
 
+    --bootstrap B adds a confidence interval to every metric (B resamples of the N samples,
+    equal-mass edges recomputed per resample); --gate-on upper|lower then gates an end of the
+    interval instead of the point estimate (docs/bootstrap.md explains which to use in CI).
+
     \b
     Examples:
       calib eval logits.npy labels.npy
@@ -89,7 +131,11 @@ def eval_command(
       calib eval test_logits.npy test_labels.npy --temperature 1.5
       calib eval test_logits.npy test_labels.npy --temperature t.json   # from `calib temperature -o t.json`
       calib eval logits.npy labels.npy --plot reliability.png
+      calib eval logits.npy labels.npy --bootstrap 1000 --ci-level 0.95
+      calib eval logits.npy labels.npy --bootstrap 1000 --gate-on lower --fail-above ece=0.02
     """
+    if gate_on != "point" and not n_resamples:
+        raise click.UsageError(f"--gate-on {gate_on} needs --bootstrap B (B > 0)")
     gates = parse_gates(fail_above, fail_below)
     if plot_path:
         from ..plots import check_figure_path
@@ -106,15 +152,35 @@ def eval_command(
         scores_name=scores,
         labels_name=labels_name,
     )
-    results = check_gates(report.metrics, gates)
+    intervals, boot = None, None
+    if n_resamples:
+        from ..bootstrap import bootstrap
+
+        with render.progress_bar("bootstrap", enabled=n_resamples * report.n > PROGRESS_MIN_WORK) as progress:
+            intervals = bootstrap(
+                score_array,
+                label_array,
+                input_kind=input_kind,
+                n_resamples=n_resamples,
+                level=ci_level,
+                method=ci_method,
+                seed=seed,
+                n_bins=n_bins,
+                compat=compat,
+                progress=progress,
+            )
+        boot = {"n_resamples": n_resamples, "level": ci_level, "method": ci_method, "seed": seed, "gate_on": gate_on}
+    results = check_gates(report.metrics, gates, gated_on=gate_on, intervals=intervals)
     if plot_path:
         from ..plots import eval_figure, save_figure
 
-        save_figure(eval_figure(report, label=scores), plot_path, force=force)
-    payload = eval_payload(report, results, scores, labels_name)
+        ece_ci = intervals.get("ece") if intervals else None
+        interval = (ece_ci.low, ece_ci.high) if ece_ci else None
+        save_figure(eval_figure(report, label=scores, interval=interval), plot_path, force=force)
+    payload = eval_payload(report, results, scores, labels_name, intervals, boot)
 
     render.warn(report.warnings)
-    rendered = render_report(report, payload, fmt)
+    rendered = render_report(report, payload, fmt, intervals=intervals)
     if isinstance(rendered, list):
         if output:
             render.emit(render.tables_to_text(rendered), output, force)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..gates import Gate
+from ..bootstrap import CI_METHODS, DEFAULT_CI_LEVEL, DEFAULT_CI_METHOD, DEFAULT_SEED
+from ..gates import GATE_ON, Gate
 from ..io import load_labels, load_scores
 from ..metrics import DEFAULT_N_BINS
 from ..summary import COMPAT_MODES
@@ -74,6 +75,51 @@ def gate_options(func):
         help="Exit 1 when METRIC is above V (repeatable), e.g. ece=0.02 or ece=2%.",
     )(func)
     return func
+
+
+def bootstrap_options(default_resamples: int = 0):
+    """--bootstrap B, --ci-level, --ci-method, --seed (SPEC §4)."""
+
+    def decorate(func):
+        func = click.option(
+            "--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of the bootstrap resamples."
+        )(func)
+        func = click.option(
+            "--ci-method",
+            type=click.Choice(CI_METHODS),
+            default=DEFAULT_CI_METHOD,
+            show_default=True,
+            help="basic: [2θ̂ − q_hi, 2θ̂ − q_lo] (Kumar et al. 2019); percentile: [q_lo, q_hi].",
+        )(func)
+        func = click.option(
+            "--ci-level",
+            type=click.FloatRange(0, 1, min_open=True, max_open=True),
+            default=DEFAULT_CI_LEVEL,
+            show_default=True,
+            help="Confidence level of the intervals.",
+        )(func)
+        func = click.option(
+            "--bootstrap",
+            "n_resamples",
+            type=click.IntRange(min=0),
+            default=default_resamples,
+            show_default=True,
+            metavar="B",
+            help="Bootstrap B resamples for confidence intervals of every metric (0: off).",
+        )(func)
+        return func
+
+    return decorate
+
+
+def gate_on_option(func):
+    return click.option(
+        "--gate-on",
+        type=click.Choice(GATE_ON),
+        default="point",
+        show_default=True,
+        help="With --bootstrap: gate the point estimate, or the upper or lower end of its interval.",
+    )(func)
 
 
 def parse_gates(fail_above, fail_below) -> list[Gate]:

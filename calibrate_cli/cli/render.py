@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -133,22 +134,37 @@ def tables_to_text(tables: list, width: int = 110) -> str:
     return buffer.getvalue()
 
 
-def metrics_csv(metrics: dict) -> str:
+def metrics_csv(metrics: dict, *, intervals: dict | None = None) -> str:
+    """One row per metric; with ``intervals`` (name → {"low", "high"}), ``low`` and ``high`` columns."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["metric", "value", "definition"])
+    writer.writerow(["metric", "value", *(("low", "high") if intervals else ()), "definition"])
+
+    def number(value) -> str:
+        return "" if value is None else repr(float(value))
+
     for name in METRIC_NAMES:
-        value = metrics[name]
-        writer.writerow([name, "" if value is None else repr(float(value)), METRIC_DEFINITIONS[name]])
+        row = [name, number(metrics[name])]
+        if intervals:
+            ci = intervals.get(name)
+            row += [number(ci["low"]), number(ci["high"])] if ci else ["", ""]
+        writer.writerow([*row, METRIC_DEFINITIONS[name]])
     return buffer.getvalue()
 
 
-def metrics_markdown(metrics: dict, *, heading: str | None = None) -> str:
+def metrics_markdown(metrics: dict, *, heading: str | None = None, intervals: dict | None = None) -> str:
     lines = [f"**{heading}**", ""] if heading else []
-    lines += ["| metric | value | definition |", "|---|---:|---|"]
+    if intervals:
+        lines += ["| metric | value | interval | definition |", "|---|---:|---:|---|"]
+    else:
+        lines += ["| metric | value | definition |", "|---|---:|---|"]
     for name in shown_metrics(metrics):
         definition = METRIC_DEFINITIONS[name].replace("|", "\\|")
-        lines.append(f"| {PRETTY_NAMES[name]} | {format_value(name, metrics[name])} | {definition} |")
+        cells = [PRETTY_NAMES[name], format_value(name, metrics[name])]
+        if intervals:
+            ci = intervals.get(name)
+            cells.append(f"[{format_value(name, ci['low'])}, {format_value(name, ci['high'])}]" if ci else "")
+        lines.append("| " + " | ".join([*cells, definition]) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -166,3 +182,31 @@ def warn(messages) -> None:
     console = stderr_console()
     for message in messages:
         console.print(f"[yellow]Warning:[/yellow] {message}", soft_wrap=True)
+
+
+@contextlib.contextmanager
+def progress_bar(description: str, *, enabled: bool = True):
+    """A Rich progress bar on stderr; yields a ``progress(done, total)`` callback for the core.
+
+    Shown only when ``enabled`` and stderr is a terminal (scripts and CI logs stay clean).
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    console = stderr_console()
+    if not (enabled and console.is_terminal):
+        yield None
+        return
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(description, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update

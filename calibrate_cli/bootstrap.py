@@ -1,0 +1,591 @@
+"""Bootstrap confidence intervals for every metric (SPEC §4), and paired comparisons of two models.
+
+A resample draws N of the N (score, label) pairs with replacement. Its metrics depend on the draw
+only through the multiplicities w_i (how often sample i was drawn), so calib never builds resampled
+score arrays: one :func:`~calibrate_cli.summary.summarize` pass gives the per-sample quantities
+(confidence, correctness, NLL, Brier term, top-5 hit, classwise bin of every p_ik) and each resample
+is a weighted sum over them:
+
+- the samples are sorted once by confidence, so every equal-width bin and every equal-mass bin is a
+  contiguous range; per-bin count, Σconf and Σcorrect are differences of the weighted cumulative
+  sums at the bin boundaries;
+- equal-mass edges are recomputed per resample: the resampled sorted confidences are the sorted
+  confidences repeated w_i times, so the value at position t is the sample whose cumulative weight
+  first exceeds t, and ``np.interp``'s formula is applied to those values (bit-identical to
+  :func:`~calibrate_cli.binning.equal_mass_edges` on the explicitly resampled array);
+- classwise-ECE sums w_i ([y_i = k] − p_ik) per (class, bin); the most populated bin of each class
+  is obtained as the class total minus the other bins, so only the few (i, k) outside it are touched;
+- NLL, Brier, accuracy, top-5, mean confidence and S99 are weighted means (one matrix product).
+
+Resamples are processed in batches of ``batch_size`` rows of N multiplicities (memory ~ 50 bytes ×
+batch_size × N; the default keeps it near 200 MB); the results do not depend on the batch size.
+
+Intervals (θ̂ the metric on the data, q_a the a-quantile of the B bootstrap values, computed by
+``np.percentile`` with its default linear interpolation, α = 1 − level):
+
+- ``basic`` (default; Kumar et al. 2019):  [2θ̂ − q_{1−α/2}, 2θ̂ − q_{α/2}]
+- ``percentile``:                          [q_{α/2}, q_{1−α/2}]
+
+Intervals are never clipped (a basic interval may reach below 0).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Literal, Sequence
+
+import numpy as np
+
+from .binning import assign_bins, torch_linspace_edges, uniform_edges
+from .errors import InputError
+from .metrics import DEFAULT_N_BINS, METRIC_NAMES, S99_THRESHOLD, metrics_from_summary
+from .predictions import InputKind, as_predictions
+from .summary import PredictionSummary, check_compat, summarize
+
+__all__ = [
+    "DEFAULT_N_RESAMPLES",
+    "DEFAULT_CI_LEVEL",
+    "DEFAULT_CI_METHOD",
+    "CI_METHODS",
+    "ConfidenceInterval",
+    "Comparison",
+    "MetricDifference",
+    "bootstrap",
+    "bootstrap_values",
+    "compare",
+    "confidence_interval",
+]
+
+DEFAULT_N_RESAMPLES = 1000
+DEFAULT_CI_LEVEL = 0.90
+DEFAULT_CI_METHOD = "basic"
+CI_METHODS = ("basic", "percentile")
+DEFAULT_SEED = 0
+#: default batch: about this many multiplicities (batch_size × N) at a time
+BATCH_ENTRIES = 1 << 23
+
+Method = Literal["basic", "percentile"]
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class ConfidenceInterval:
+    """A bootstrap interval [low, high] around the point estimate ``point`` (SPEC §4, §6).
+
+    ``n_resamples`` counts the resamples on which the metric was defined (e.g. S99 accuracy is
+    undefined on a resample without a confidence ≥ 0.99); usually all of them.
+    """
+
+    point: float
+    low: float
+    high: float
+    level: float
+    method: str
+    n_resamples: int
+
+    def excludes(self, value: float = 0.0) -> bool:
+        """True when ``value`` lies outside [low, high]."""
+        return bool(value < self.low or value > self.high)
+
+    def to_dict(self) -> dict:
+        return {
+            "point": self.point,
+            "low": self.low,
+            "high": self.high,
+            "level": self.level,
+            "method": self.method,
+            "n_resamples": self.n_resamples,
+        }
+
+
+def _check_settings(n_resamples, level, method) -> None:
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
+        raise InputError(f"Expected `n_resamples` to be an integer larger than 0, but got {n_resamples!r}")
+    if not (isinstance(level, (int, float)) and 0.0 < level < 1.0):
+        raise InputError(f"Expected `level` to be a number in (0, 1), but got {level!r}")
+    if method not in CI_METHODS:
+        raise InputError(f"Expected `method` to be one of {CI_METHODS}, but got {method!r}")
+
+
+def confidence_interval(
+    point: float, values: np.ndarray, *, level: float = DEFAULT_CI_LEVEL, method: Method = DEFAULT_CI_METHOD
+) -> ConfidenceInterval | None:
+    """The ``method`` interval at ``level`` from the point estimate and the bootstrap values.
+
+    Resamples where the metric is undefined (NaN) are left out; None when the point estimate or all
+    the bootstrap values are undefined or infinite (an infinite NLL has no meaningful interval).
+    """
+    _check_settings(1, level, method)
+    values = np.asarray(values, dtype=np.float64)
+    values = values[~np.isnan(values)]
+    if point is None or not math.isfinite(point) or values.size == 0 or not np.isfinite(values).all():
+        return None
+    alpha = 1.0 - level
+    q_lo, q_hi = np.percentile(values, [100.0 * alpha / 2, 100.0 * (1.0 - alpha / 2)])
+    if method == "basic":
+        low, high = 2.0 * point - q_hi, 2.0 * point - q_lo
+    else:
+        low, high = q_lo, q_hi
+    return ConfidenceInterval(float(point), float(low), float(high), float(level), method, int(values.size))
+
+
+# --------------------------------------------------------------------------- the resampling engine
+
+
+class _Resampler:
+    """Per-sample quantities of one summary, sorted by confidence, and the metrics of weighted resamples.
+
+    Multiplicity rows have ``n_padded`` columns (the sorted samples, then zeros up to a whole number
+    of blocks of ``block`` samples). Block sums of w·[1, conf, correct, dense columns] come from one
+    batched matrix product; prefix sums at any position are the block prefix plus a partial block.
+    """
+
+    def __init__(self, summary: PredictionSummary, scores_probs: np.ndarray, n_bins: int, wanted=None):
+        s = summary
+        wanted = set(METRIC_NAMES if wanted is None else wanted)
+        self.n, self.k, self.m = s.n, s.k, n_bins
+        self.compat = s.compat
+        self.lowest_closed = s.compat is None
+        self.need_adaece = "adaece" in wanted
+        self.need_dense = bool(wanted & {"nll", "brier", "top5_accuracy", "s99_share", "s99_accuracy"})
+        self.classwise = "classwise_ece" in wanted and s.classwise is not None
+        n = self.n
+        self.block = 256 if n <= (1 << 17) else 1024
+        self.n_blocks = -(-n // self.block)
+        self.n_padded = self.n_blocks * self.block
+        conf = s.confidences
+        self.order = np.argsort(conf, kind="stable")
+        self.rank = np.empty(n, dtype=np.int64)
+        self.rank[self.order] = np.arange(n)
+        o = self.order
+        self.conf_sorted = conf[o]  # float64 (float32 in compat mode)
+        conf64 = self.conf_sorted.astype(np.float64)
+        correct = s.correct[o].astype(np.float64)
+        self.labels_sorted = s.labels[o]
+        # equal-width bins: contiguous ranges [starts[b], starts[b+1]) of the sorted order
+        width_edges = torch_linspace_edges(n_bins) if s.compat else uniform_edges(n_bins)
+        width_idx = assign_bins(self.conf_sorted, width_edges, lowest_closed=self.lowest_closed)
+        self.width_starts = np.searchsorted(width_idx, np.arange(0, n_bins + 1), side="left")
+        columns = [np.ones(n), conf64, correct]
+        self.has_top5 = s.top5 is not None
+        if self.need_dense:
+            # nll (finite part), #inf nll, brier, top5, s99, s99·correct
+            nll = s.nll[o]
+            inf = ~np.isfinite(nll)
+            s99 = (self.conf_sorted >= S99_THRESHOLD).astype(np.float64)
+            top5 = s.top5[o].astype(np.float64) if self.has_top5 else np.zeros(n)
+            columns += [np.where(inf, 0.0, nll), inf.astype(np.float64), s.brier[o], top5, s99, s99 * correct]
+        self.classwise_col = len(columns)
+        if self.classwise:
+            self._init_classwise(scores_probs, s.labels, columns)
+        x = np.zeros((self.n_padded, len(columns)))
+        x[:n] = np.stack(columns, axis=1)
+        self.x_blocks = x.reshape(self.n_blocks, self.block, len(columns))
+        self.x3_blocks = np.ascontiguousarray(self.x_blocks[:, :, :3])
+
+    def _init_classwise(self, p: np.ndarray, labels: np.ndarray, columns: list) -> None:
+        """Per (sample, class): the slot (bin, or M for none) of p_ik and v_ik = [y_i = k] − p_ik.
+
+        ``p``/``labels`` in the original sample order; the sparse matrix rows are sorted positions.
+        """
+        import scipy.sparse
+
+        n, k, m = self.n, self.k, self.m
+        edges = torch_linspace_edges(m) if self.compat else uniform_edges(m)
+        slot = assign_bins(p, edges, lowest_closed=self.lowest_closed)  # (N, K) in [-1, M)
+        if not self.lowest_closed:
+            slot[slot < 0] = m  # slot M: in no bin (compat mode only)
+        v = -p.astype(np.float64)
+        v[np.arange(n), labels] += 1.0
+        counts = np.bincount((slot + np.arange(k) * (m + 1)).ravel(), minlength=k * (m + 1)).reshape(k, m + 1)
+        self.base_slot = counts.argmax(axis=1)  # per class, the most populated slot
+        columns.extend(v[self.order].T)  # class totals Σ w ([y = k] − p_k), in sorted order
+        off = slot != self.base_slot[None, :]
+        off = off[self.order]  # rows in sorted order, so the CSR needs no sort
+        rows, cols = np.nonzero(off)
+        orig = self.order[rows]
+        keys = cols * (m + 1) + slot[orig, cols]
+        indptr = np.zeros(self.n_padded + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=self.n_padded), out=indptr[1:])
+        # (N_padded, K·(M+1)): w @ this = per-(class, slot) sums outside the base slots
+        self.cw_matrix = scipy.sparse.csr_matrix((v[orig, cols], keys, indptr), shape=(self.n_padded, k * (m + 1)))
+
+    # -- prefix sums --------------------------------------------------------------------------------
+
+    def _prefix(self, wb: np.ndarray, block_prefix: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """Σ_{i < P} w_i·[1, conf, correct]_i for each row's positions P (b, T) → (b, T, 3)."""
+        b = wb.shape[0]
+        g = np.minimum(positions // self.block, self.n_blocks - 1)
+        offset = positions - g * self.block  # in [0, block]
+        r = np.arange(b)[:, None]
+        part_w = wb[r, g] * (np.arange(self.block) < offset[..., None])  # (b, T, G)
+        partial = np.einsum("rtg,rtgc->rtc", part_w, self.x3_blocks[g])
+        return block_prefix[r, g] + partial
+
+    def _positions_of_ranks(self, wb: np.ndarray, count_prefix: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """Sorted-sample index holding position t of each resample's sorted sequence, (b, T)."""
+        b = wb.shape[0]
+        g = np.stack([np.searchsorted(count_prefix[r, 1:], targets, side="right") for r in range(b)])
+        g = np.minimum(g, self.n_blocks - 1)
+        r = np.arange(b)[:, None]
+        inside = count_prefix[r, g][..., None] + np.cumsum(wb[r, g], axis=-1)  # (b, T, G)
+        return g * self.block + (inside <= targets[None, :, None]).sum(axis=-1)
+
+    # -- metrics of a batch of multiplicity rows (in sorted order) -----------------------------------
+
+    def metrics(self, w: np.ndarray) -> dict[str, np.ndarray]:
+        """Every wanted metric for each row of ``w`` (b, N_padded): multiplicities of the sorted samples."""
+        b, n, m = w.shape[0], self.n, self.m
+        wb = w.reshape(b, self.n_blocks, self.block)
+        sums = np.matmul(wb.transpose(1, 0, 2), self.x_blocks)  # (blocks, b, columns)
+        block_prefix = np.zeros((b, self.n_blocks + 1, 3))
+        np.cumsum(sums[:, :, :3].transpose(1, 0, 2), axis=1, out=block_prefix[:, 1:, :])
+        totals = sums.sum(axis=0)  # (b, columns)
+        out: dict[str, np.ndarray] = {}
+
+        def bin_sums(starts: np.ndarray):  # starts (b, M+1) → per-bin count, Σconf, Σcorrect
+            d = np.diff(self._prefix(wb, block_prefix, starts), axis=1)
+            return np.rint(d[..., 0]), d[..., 1], d[..., 2]
+
+        count, s_conf, s_corr = bin_sums(np.broadcast_to(self.width_starts, (b, m + 1)))
+        out["ece"] = np.abs(s_corr - s_conf).sum(axis=1) / n
+        with np.errstate(invalid="ignore", divide="ignore"):
+            gap = np.abs(s_conf / np.maximum(count, 1) - s_corr / np.maximum(count, 1))
+        out["mce"] = np.where(count > 0, gap, -np.inf).max(axis=1).clip(min=0.0)
+        nan = np.full(b, np.nan)
+        if self.need_adaece:
+            starts = self._equal_mass_starts(self.equal_mass_edges(wb, block_prefix[:, :, 0]))
+            count, s_conf, s_corr = bin_sums(starts)
+            out["adaece"] = np.abs(s_corr - s_conf).sum(axis=1) / n
+        else:
+            out["adaece"] = nan
+        acc = totals[:, 2] / n
+        out["accuracy"] = acc
+        out["error"] = 1.0 - acc
+        out["mean_confidence"] = totals[:, 1] / n
+        for name in ("nll", "brier", "top5_accuracy", "s99_share", "s99_accuracy"):
+            out[name] = nan
+        if self.need_dense:
+            d = totals[:, 3:]
+            out["nll"] = np.where(d[:, 1] > 0, np.inf, d[:, 0] / n)
+            out["brier"] = d[:, 2] / n
+            if self.has_top5:
+                out["top5_accuracy"] = d[:, 3] / n
+            out["s99_share"] = d[:, 4] / n
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out["s99_accuracy"] = np.where(d[:, 4] > 0, d[:, 5] / np.maximum(d[:, 4], 1), np.nan)
+        out["classwise_ece"] = self._classwise(w, totals[:, self.classwise_col :]) if self.classwise else nan
+        return out
+
+    def _equal_mass_starts(self, edges: np.ndarray) -> np.ndarray:
+        """Sorted-order start of each equal-mass bin of each resample, shape (b, M+1) (last = N)."""
+        if self.compat:
+            edges = edges.astype(np.float32)
+        starts = np.searchsorted(self.conf_sorted, edges, side="right")  # (b, M+1): #conf ≤ e_j
+        if self.lowest_closed:
+            starts[:, 0] = 0
+        starts[:, self.m] = self.n
+        return starts
+
+    def equal_mass_edges_of(self, w: np.ndarray) -> np.ndarray:
+        """The equal-mass edges (b, M+1) of each multiplicity row of ``w`` (b, N_padded)."""
+        wb = w.reshape(w.shape[0], self.n_blocks, self.block)
+        count_prefix = np.zeros((w.shape[0], self.n_blocks + 1))
+        np.cumsum(wb.sum(axis=2), axis=1, out=count_prefix[:, 1:])
+        return self.equal_mass_edges(wb, count_prefix)
+
+    def equal_mass_edges(self, wb: np.ndarray, count_prefix: np.ndarray) -> np.ndarray:
+        """``np.interp(np.linspace(0, N, M+1), np.arange(N), sort(resampled conf))`` per row.
+
+        The value at position t of the resampled sorted confidences is the sample whose cumulative
+        weight first exceeds t; the interpolation repeats ``np.interp``'s arithmetic exactly.
+        """
+        n, m = self.n, self.m
+        x = np.linspace(0, n, m + 1)
+        j0 = np.minimum(np.floor(x), n - 1).astype(np.int64)
+        j1 = np.minimum(j0 + 1, n - 1)
+        pos = self._positions_of_ranks(wb, count_prefix, np.concatenate([j0, j1, [n - 1]]))
+        fp = self.conf_sorted.astype(np.float64)[np.minimum(pos, n - 1)]
+        f0, f1, last = fp[:, : m + 1], fp[:, m + 1 : 2 * m + 2], fp[:, 2 * m + 2 :]
+        slope = (f1 - f0) / 1.0  # np.interp: (fp[j+1] − fp[j]) / (xp[j+1] − xp[j])
+        res = slope * (x - j0) + f0
+        res = np.where(x == j0, f0, res)
+        return np.where(x >= n - 1, last, res)
+
+    def _classwise(self, w: np.ndarray, class_totals: np.ndarray) -> np.ndarray:
+        b, k, m = w.shape[0], self.k, self.m
+        sums = np.asarray(w @ self.cw_matrix).reshape(b, k, m + 1)  # outside the base slots
+        base = class_totals - sums.sum(axis=2)  # base slot = class total − the other slots
+        sums[:, np.arange(k), self.base_slot] = base
+        per_class = np.abs(sums[:, :, :m]).sum(axis=2) / self.n  # (b, K)
+        if self.compat:  # reference code: mean over classes 0..max(label present)
+            present_max = np.where(w[:, : self.n] > 0, self.labels_sorted[None, :], -1).max(axis=1)
+            mask = np.arange(k)[None, :] <= present_max[:, None]
+            return (per_class * mask).sum(axis=1) / (present_max + 1)
+        return per_class.mean(axis=1)
+
+    def weights(self, positions: np.ndarray) -> np.ndarray:
+        """Multiplicity rows (b, N_padded) float64 from rows of drawn sorted positions."""
+        out = np.empty((positions.shape[0], self.n_padded))
+        for r, row in enumerate(positions):
+            out[r] = np.bincount(row, minlength=self.n_padded)
+        return out
+
+
+def _scores_probs(predictions, compat) -> np.ndarray:
+    from .probabilities import softmax
+
+    dtype = np.float32 if compat else np.float64
+    if predictions.input_kind == "logits":
+        return softmax(np.asarray(predictions.scores), dtype=dtype)
+    return np.asarray(predictions.scores, dtype=dtype)
+
+
+def _prepare(scores, labels, input_kind, n_bins, compat, scores_name="scores", labels_name="labels", wanted=None):
+    compat = check_compat(compat)
+    predictions = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name)
+    summary = summarize(predictions, n_bins=n_bins, compat=compat, classwise=True)
+    point = metrics_from_summary(summary, n_bins)
+    need_probs = wanted is None or "classwise_ece" in wanted
+    engine = _Resampler(summary, _scores_probs(predictions, compat) if need_probs else None, n_bins, wanted)
+    return predictions, summary, point, engine
+
+
+def _batch_size(n: int, n_resamples: int, batch_size) -> int:
+    if batch_size is None:
+        return max(1, min(n_resamples, BATCH_ENTRIES // max(n, 1)))
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise InputError(f"Expected `batch_size` to be an integer larger than 0, but got {batch_size!r}")
+    return int(batch_size)
+
+
+def _check_indices(indices, n: int) -> np.ndarray:
+    indices = np.asarray(indices)
+    if indices.ndim != 2 or indices.shape[1] != n or not np.issubdtype(indices.dtype, np.integer):
+        raise InputError(f"Expected `indices` to be an integer array of shape (B, {n}), but got {indices.shape}")
+    if indices.size and (indices.min() < 0 or indices.max() >= n):
+        raise InputError(f"`indices` must lie in [0, {n})")
+    return indices
+
+
+def bootstrap_values(
+    scores,
+    labels,
+    *,
+    input_kind: InputKind = "logits",
+    n_resamples: int = DEFAULT_N_RESAMPLES,
+    seed=DEFAULT_SEED,
+    n_bins: int = DEFAULT_N_BINS,
+    compat: str | None = None,
+    indices: np.ndarray | None = None,
+    progress: Progress | None = None,
+    batch_size: int | None = None,
+    metrics: Sequence[str] | None = None,
+) -> tuple[dict, dict[str, np.ndarray]]:
+    """(point metrics, {metric: the B bootstrap values}) — what :func:`bootstrap` summarises.
+
+    ``indices`` (B, N): explicit resamples (row r draws samples ``indices[r]``; B = len(indices),
+    ``n_resamples`` is then ignored), e.g. to reproduce another implementation's draws. Otherwise row r is ``rng.integers(0, N, N)`` of
+    ``np.random.default_rng(seed)``, drawn row after row (so independent of ``batch_size``) and read
+    as positions in the (stable) order of increasing confidence, which saves a gather. Metrics not
+    in ``metrics`` (default: all) are NaN.
+    """
+    _, summary, point, engine = _prepare(scores, labels, input_kind, n_bins, compat, wanted=metrics)
+    values = _run([engine], summary.n, n_resamples, seed, indices, progress, batch_size)[0]
+    return point, values
+
+
+def _run(engines, n, n_resamples, seed, indices, progress, batch_size) -> list[dict[str, np.ndarray]]:
+    """Bootstrap values of every engine on the same resamples (the same drawn samples for all)."""
+    if indices is not None:
+        indices = _check_indices(indices, n)
+        n_resamples = indices.shape[0]
+    _check_settings(n_resamples, 0.5, "basic")
+    size = _batch_size(n, n_resamples, batch_size)
+    rng = np.random.default_rng(seed)
+    results = [{name: np.empty(n_resamples) for name in METRIC_NAMES} for _ in engines]
+    if progress is not None:
+        progress(0, n_resamples)
+    alone = indices is None and len(engines) == 1
+    buffers = [np.empty((size, e.n_padded)) for e in engines]  # reused: no fresh pages per batch
+    for start in range(0, n_resamples, size):
+        stop = min(n_resamples, start + size)
+        weights = [buf[: stop - start] for buf in buffers]
+        for row in range(stop - start):
+            drawn = indices[start + row] if indices is not None else rng.integers(0, n, n)
+            for engine, w in zip(engines, weights):
+                # one model alone: the draws are positions in its confidence order; else sample indices
+                w[row] = np.bincount(drawn if alone else engine.rank[drawn], minlength=engine.n_padded)
+        for engine, w, res in zip(engines, weights, results):
+            batch = engine.metrics(w)
+            for name in METRIC_NAMES:
+                res[name][start:stop] = batch[name]
+        if progress is not None:
+            progress(stop, n_resamples)
+    return results
+
+
+def _selected(point: dict, metrics: Sequence[str] | None) -> list[str]:
+    if metrics is None:
+        return [name for name in METRIC_NAMES if point.get(name) is not None]
+    unknown = [m for m in metrics if m not in METRIC_NAMES]
+    if unknown:
+        raise InputError(f"unknown metric {unknown[0]!r}; choose from {', '.join(METRIC_NAMES)}")
+    return list(metrics)
+
+
+def bootstrap(
+    scores,
+    labels,
+    *,
+    input_kind: InputKind = "logits",
+    n_resamples: int = DEFAULT_N_RESAMPLES,
+    level: float = DEFAULT_CI_LEVEL,
+    method: Method = DEFAULT_CI_METHOD,
+    seed=DEFAULT_SEED,
+    n_bins: int = DEFAULT_N_BINS,
+    compat: str | None = None,
+    metrics: Sequence[str] | None = None,
+    indices: np.ndarray | None = None,
+    progress: Progress | None = None,
+    batch_size: int | None = None,
+) -> dict[str, ConfidenceInterval]:
+    """Bootstrap confidence intervals of every metric of ``calib eval`` (SPEC §4).
+
+    ``metrics``: names from :data:`~calibrate_cli.metrics.METRIC_NAMES` (default: every metric that
+    is defined on the data). A metric whose point value is infinite (NLL with a zero probability)
+    gets no interval. ``progress(done, total)`` is called after each batch. Same seed (and same
+    data), same intervals, whatever ``batch_size``.
+
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(1)
+    >>> logits = rng.normal(size=(500, 3)); labels = rng.integers(0, 3, 500)
+    >>> ci = bootstrap(logits, labels, n_resamples=200, metrics=["ece"])["ece"]
+    >>> ci.low < ci.point < ci.high
+    True
+    """
+    _check_settings(n_resamples, level, method)
+    if metrics is not None:
+        _selected({}, metrics)  # unknown names fail before any work
+    point, values = bootstrap_values(
+        scores,
+        labels,
+        input_kind=input_kind,
+        n_resamples=n_resamples,
+        seed=seed,
+        n_bins=n_bins,
+        compat=compat,
+        indices=indices,
+        progress=progress,
+        batch_size=batch_size,
+        metrics=metrics,
+    )
+    out = {}
+    for name in _selected(point, metrics):
+        ci = confidence_interval(point[name], values[name], level=level, method=method)
+        if ci is not None:
+            out[name] = ci
+    return out
+
+
+# --------------------------------------------------------------------------- paired comparison
+
+
+@dataclass(frozen=True)
+class MetricDifference:
+    """B − A for one metric: the two point values, their difference and its paired interval."""
+
+    metric: str
+    a: float | None
+    b: float | None
+    difference: float | None
+    interval: ConfidenceInterval | None
+
+    @property
+    def significant(self) -> bool | None:
+        """Whether the interval excludes 0 (None without an interval)."""
+        return None if self.interval is None else self.interval.excludes(0.0)
+
+    def to_dict(self) -> dict:
+        return {
+            "a": self.a,
+            "b": self.b,
+            "difference": self.difference,
+            "interval": None if self.interval is None else self.interval.to_dict(),
+            "excludes_zero": self.significant,
+        }
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Paired comparison of two models on the same samples (same labels)."""
+
+    n: int
+    k: int
+    n_bins: int
+    differences: dict[str, MetricDifference]
+
+    def to_dict(self) -> dict:
+        return {
+            "n": self.n,
+            "k": self.k,
+            "n_bins": self.n_bins,
+            "differences": {name: d.to_dict() for name, d in self.differences.items()},
+        }
+
+
+def compare(
+    scores_a,
+    labels_a,
+    scores_b,
+    labels_b,
+    *,
+    input_kind: InputKind = "logits",
+    n_resamples: int = DEFAULT_N_RESAMPLES,
+    level: float = DEFAULT_CI_LEVEL,
+    method: Method = DEFAULT_CI_METHOD,
+    seed=DEFAULT_SEED,
+    n_bins: int = DEFAULT_N_BINS,
+    compat: str | None = None,
+    indices: np.ndarray | None = None,
+    progress: Progress | None = None,
+    batch_size: int | None = None,
+    names: tuple[str, str] = ("A", "B"),
+    label_names: tuple[str, str] | None = None,
+) -> Comparison:
+    """Difference B − A of every metric, with a paired-bootstrap interval.
+
+    Each resample draws the same sample indices for both models (the pairing removes the variation
+    that the two share), and the interval of the difference is computed from the B differences as
+    in :func:`bootstrap`. The labels must be identical. ``n_resamples=0`` gives the differences only.
+    ``names``/``label_names`` name the inputs in error messages (e.g. file paths).
+    """
+    la, lb = label_names or (f"{names[0]} labels", f"{names[1]} labels")
+    _, sa, point_a, engine_a = _prepare(scores_a, labels_a, input_kind, n_bins, compat, names[0], la)
+    _, sb, point_b, engine_b = _prepare(scores_b, labels_b, input_kind, n_bins, compat, names[1], lb)
+    if sa.n != sb.n:
+        raise InputError(f"{la} has {sa.n} samples and {lb} has {sb.n}: a paired comparison needs the same samples")
+    if not np.array_equal(sa.labels, sb.labels):
+        first = int(np.flatnonzero(sa.labels != sb.labels)[0])
+        raise InputError(
+            f"{la} and {lb} hold different labels (first at sample {first}): a paired comparison needs the same samples"
+        )
+    if sa.k != sb.k:
+        raise InputError(f"{names[0]} has {sa.k} classes and {names[1]} has {sb.k}: they must match")
+    values = None
+    if n_resamples or indices is not None:
+        _check_settings(n_resamples if indices is None else 1, level, method)
+        va, vb = _run([engine_a, engine_b], sa.n, n_resamples, seed, indices, progress, batch_size)
+        values = {name: vb[name] - va[name] for name in METRIC_NAMES}
+    diffs = {}
+    for name in METRIC_NAMES:
+        a, b = point_a[name], point_b[name]
+        if a is None or b is None:
+            continue
+        diff = b - a if math.isfinite(a) and math.isfinite(b) else None
+        ci = None
+        if values is not None and diff is not None:
+            ci = confidence_interval(diff, values[name], level=level, method=method)
+        diffs[name] = MetricDifference(name, a, b, diff, ci)
+    return Comparison(sa.n, sa.k, n_bins, diffs)

@@ -1,0 +1,291 @@
+"""Bootstrap intervals: reference procedure, weighted == explicit resampling, seeds, coverage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from calibrate_cli.binning import equal_mass_edges
+from calibrate_cli.bootstrap import (
+    ConfidenceInterval,
+    _prepare,
+    bootstrap,
+    bootstrap_values,
+    compare,
+    confidence_interval,
+)
+from calibrate_cli.errors import InputError
+from calibrate_cli.metrics import METRIC_NAMES, metrics_from_summary
+from calibrate_cli.predictions import as_predictions
+from calibrate_cli.summary import summarize
+
+REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
+
+
+def _data(n=300, k=7, seed=0, scale=2.0, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    logits = (rng.normal(size=(n, k)) * scale).astype(dtype)
+    labels = rng.integers(0, k, n)
+    return logits, labels
+
+
+def _explicit(scores, labels, idx, input_kind="logits", compat=None, n_bins=15):
+    """Metrics recomputed from scratch on the explicitly resampled arrays."""
+    s = summarize(as_predictions(scores[idx], labels[idx], input_kind), n_bins=n_bins, compat=compat)
+    return metrics_from_summary(s, n_bins)
+
+
+# ---------------------------------------------------------------- the reference procedure
+
+
+def test_reference_ece_interval_basic_200_legacy_resamples():
+    """reference/README.md: legacy np.random.seed(0), np.random.choice(n, n) per resample, 200 resamples."""
+    if not (REFERENCE / "logits_N2000_K10.npy").exists():
+        pytest.skip("../shared/reference is not available")
+    logits = np.load(REFERENCE / "logits_N2000_K10.npy")
+    labels = np.load(REFERENCE / "labels_N2000_K10.npy")
+    np.random.seed(0)
+    idx = np.stack([np.random.choice(len(labels), len(labels)) for _ in range(200)])
+    ci = bootstrap(logits, labels, indices=idx, metrics=["ece"])["ece"]
+    assert ci.method == "basic" and ci.level == 0.9 and ci.n_resamples == 200
+    assert ci.point == pytest.approx(0.0873361425, abs=1e-9)
+    assert ci.low == pytest.approx(0.0738434, abs=1e-7)
+    assert ci.high == pytest.approx(0.0980946, abs=1e-7)
+    # "mid" is the basic method's reflected median: 2θ̂ − q_50 (not the interval's midpoint)
+    point, values = bootstrap_values(logits, labels, indices=idx)
+    assert 2 * point["ece"] - np.median(values["ece"]) == pytest.approx(0.0850420, abs=1e-7)
+    assert (ci.low + ci.high) / 2 != pytest.approx(0.0850420, abs=1e-4)
+
+
+# ---------------------------------------------------------------- weighted == explicit resampling
+
+
+@pytest.mark.parametrize("compat", [None, "focal-calibration"])
+@pytest.mark.parametrize("n,k", [(300, 7), (40, 3), (1, 2), (9, 10), (200, 2)])
+def test_weighted_resamples_equal_explicit_resampling(n, k, compat):
+    logits, labels = _data(n, k, seed=n + k)
+    idx = np.random.default_rng(1).integers(0, n, size=(4, n))
+    _, values = bootstrap_values(logits, labels, indices=idx, compat=compat, batch_size=3)
+    for r in range(idx.shape[0]):
+        ref = _explicit(logits, labels, idx[r], compat=compat)
+        for name in METRIC_NAMES:
+            if ref[name] is None:
+                assert np.isnan(values[name][r]), name
+            else:
+                assert values[name][r] == pytest.approx(ref[name], abs=1e-10), (name, r)
+
+
+def test_weighted_equals_explicit_with_ties_and_probabilities():
+    """Many tied confidences (values on bin edges) and a zero true-class probability (NLL = inf)."""
+    rng = np.random.default_rng(5)
+    n = 120
+    p1 = rng.choice([0.0, 0.2, 0.5, 0.6, 0.8, 0.99, 1.0], size=n)
+    probs = np.stack([1 - p1, p1], axis=1)
+    labels = rng.integers(0, 2, n)
+    idx = rng.integers(0, n, size=(6, n))
+    _, values = bootstrap_values(probs, labels, input_kind="probs", indices=idx)
+    for r in range(idx.shape[0]):
+        ref = _explicit(probs, labels, idx[r], input_kind="probs")
+        for name in METRIC_NAMES:
+            if ref[name] is None:
+                assert np.isnan(values[name][r])
+            elif np.isinf(ref[name]):
+                assert np.isinf(values[name][r])
+            else:
+                assert values[name][r] == pytest.approx(ref[name], abs=1e-10), name
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 60),
+    n_bins=st.integers(1, 20),
+    seed=st.integers(0, 2**16),
+    levels=st.integers(1, 6),
+)
+def test_equal_mass_edges_of_weights_equal_those_of_the_resampled_array(n, n_bins, seed, levels):
+    """The per-resample edges are bit-identical to equal_mass_edges of the explicit resample."""
+    rng = np.random.default_rng(seed)
+    conf = rng.integers(0, levels, n) / levels * 0.5 + 0.5  # ties on purpose
+    probs = np.stack([1 - conf, conf], axis=1)
+    labels = rng.integers(0, 2, n)
+    _, summary, _, engine = _prepare(probs, labels, "probs", n_bins, None)
+    idx = rng.integers(0, n, size=(3, n))
+    edges = engine.equal_mass_edges_of(engine.weights(engine.rank[idx]))
+    for r in range(3):
+        expected = equal_mass_edges(summary.confidences[idx[r]], n_bins)
+        np.testing.assert_array_equal(edges[r], expected)
+
+
+# ---------------------------------------------------------------- seeds and batches
+
+
+def test_same_seed_same_intervals_and_different_seed_different():
+    logits, labels = _data(400, 5)
+    a = bootstrap(logits, labels, n_resamples=100, seed=7)
+    b = bootstrap(logits, labels, n_resamples=100, seed=7)
+    c = bootstrap(logits, labels, n_resamples=100, seed=8)
+    assert a == b
+    assert a["ece"] != c["ece"] and a["nll"] != c["nll"]
+
+
+def test_results_do_not_depend_on_the_batch_size():
+    logits, labels = _data(250, 6)
+    _, ref = bootstrap_values(logits, labels, n_resamples=37, seed=3, batch_size=37)
+    for batch in (1, 4, 10, 100):
+        _, got = bootstrap_values(logits, labels, n_resamples=37, seed=3, batch_size=batch)
+        for name in METRIC_NAMES:
+            np.testing.assert_allclose(got[name], ref[name], rtol=0, atol=1e-12, err_msg=name)
+
+
+def test_default_metrics_are_the_defined_ones_and_intervals_hold_the_point():
+    logits, labels = _data(300, 4)  # K ≤ 5: no top-5 accuracy
+    cis = bootstrap(logits, labels, n_resamples=50)
+    assert "top5_accuracy" not in cis
+    assert set(cis) <= set(METRIC_NAMES) and "ece" in cis and "classwise_ece" in cis
+    for name, ci in cis.items():
+        assert isinstance(ci, ConfidenceInterval)
+        assert ci.low <= ci.high
+        assert set(ci.to_dict()) >= {"low", "high", "level", "method", "n_resamples"}
+
+
+def test_progress_callback_reports_every_batch():
+    logits, labels = _data(50, 3)
+    calls = []
+    bootstrap(logits, labels, n_resamples=10, batch_size=4, progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(0, 10), (4, 10), (8, 10), (10, 10)]
+
+
+# ---------------------------------------------------------------- interval formulas
+
+
+def test_basic_and_percentile_intervals_by_hand():
+    values = np.arange(11, dtype=float)  # q_5 = 0.5, q_95 = 9.5 (linear interpolation)
+    basic = confidence_interval(4.0, values, level=0.9, method="basic")
+    assert (basic.low, basic.high) == pytest.approx((8.0 - 9.5, 8.0 - 0.5))
+    pct = confidence_interval(4.0, values, level=0.9, method="percentile")
+    assert (pct.low, pct.high) == pytest.approx((0.5, 9.5))
+    assert basic.low < 0  # never clipped
+
+
+def test_undefined_resamples_are_left_out_and_infinite_points_get_none():
+    ci = confidence_interval(0.5, np.array([0.4, np.nan, 0.6]), method="percentile")
+    assert ci.n_resamples == 2
+    assert confidence_interval(float("inf"), np.array([1.0, np.inf])) is None
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"n_resamples": 0}, {"level": 1.0}, {"level": 0}, {"method": "bca"}, {"batch_size": 0}, {"metrics": ["nope"]}],
+)
+def test_bad_settings_raise_input_error(kwargs):
+    logits, labels = _data(20, 3)
+    with pytest.raises(InputError):
+        bootstrap(logits, labels, **kwargs)
+
+
+def test_bad_indices_raise_input_error():
+    logits, labels = _data(20, 3)
+    with pytest.raises(InputError):
+        bootstrap(logits, labels, indices=np.zeros((2, 19), dtype=int))
+    with pytest.raises(InputError):
+        bootstrap(logits, labels, indices=np.full((2, 20), 20))
+
+
+# ---------------------------------------------------------------- coverage
+
+
+def _true_ece_model(n, rng):
+    """conf ~ U(0.6, 1), P(correct | conf) = conf − 0.2: the population ECE is exactly 0.2.
+
+    Two classes, class 0 predicted with probability conf. In every bin the expected accuracy is
+    the mean confidence − 0.2, so the population ECE is 0.2 whatever the bins. (The gap is large
+    against the per-bin noise at N = 400, so the |·| bias of the finite-sample ECE is small.)
+    """
+    conf = rng.uniform(0.6, 1.0, n)
+    correct = rng.random(n) < conf - 0.2
+    probs = np.stack([conf, 1 - conf], axis=1)
+    labels = np.where(correct, 0, 1)
+    return probs, labels
+
+
+def test_coverage_of_the_90_percent_interval_on_a_known_true_ece():
+    rng = np.random.default_rng(2024)
+    hits = 0
+    reps = 100
+    for rep in range(reps):
+        probs, labels = _true_ece_model(400, rng)
+        ci = bootstrap(probs, labels, input_kind="probs", n_resamples=200, seed=rep, metrics=["ece"])["ece"]
+        hits += ci.low <= 0.2 <= ci.high
+    assert 75 <= hits <= 98, hits
+
+
+# ---------------------------------------------------------------- paired comparison
+
+
+def test_compare_identical_models_gives_exact_zeros():
+    logits, labels = _data(200, 6)
+    cmp = compare(logits, labels, logits.copy(), labels.copy(), n_resamples=50)
+    for name, d in cmp.differences.items():
+        assert d.difference == 0.0, name
+        assert (d.interval.low, d.interval.high) == (0.0, 0.0), name
+        assert d.significant is False
+
+
+def test_compare_pairs_the_resamples_and_matches_two_bootstraps_of_the_same_indices():
+    logits, labels = _data(150, 4)
+    sharper = logits * 2.0
+    idx = np.random.default_rng(3).integers(0, 150, size=(20, 150))
+    cmp = compare(logits, labels, sharper, labels, indices=idx, method="percentile")
+    _, va = bootstrap_values(logits, labels, indices=idx)
+    _, vb = bootstrap_values(sharper, labels, indices=idx)
+    diff = vb["ece"] - va["ece"]
+    q = np.percentile(diff, [5, 95])
+    d = cmp.differences["ece"]
+    assert (d.interval.low, d.interval.high) == pytest.approx(tuple(q), abs=1e-12)
+    assert d.difference == pytest.approx(cmp.differences["ece"].b - cmp.differences["ece"].a)
+    assert cmp.differences["accuracy"].difference == 0.0  # scaling logits keeps the argmax
+
+
+def test_compare_rejects_different_labels():
+    logits, labels = _data(30, 3)
+    other = labels.copy()
+    other[0] = (other[0] + 1) % 3
+    with pytest.raises(InputError, match="labels"):
+        compare(logits, labels, logits, other, n_resamples=5)
+
+
+def test_many_blocks_weighted_equals_explicit():
+    """N spanning many 256-sample blocks, with bin boundaries falling inside blocks."""
+    logits, labels = _data(3001, 12, seed=11, dtype=np.float64)
+    idx = np.random.default_rng(2).integers(0, 3001, size=(2, 3001))
+    _, values = bootstrap_values(logits, labels, indices=idx)
+    for r in range(2):
+        ref = _explicit(logits, labels, idx[r])
+        for name in METRIC_NAMES:
+            assert values[name][r] == pytest.approx(ref[name], abs=1e-10), name
+
+
+def test_seeded_draws_are_positions_in_confidence_order():
+    """The seeded path equals explicit indices: row r = order[rng.integers(0, N, N)]."""
+    logits, labels = _data(120, 4)
+    _, seeded = bootstrap_values(logits, labels, n_resamples=5, seed=9)
+    _, summary, _, engine = _prepare(logits, labels, "logits", 15, None)
+    rng = np.random.default_rng(9)
+    idx = np.stack([engine.order[rng.integers(0, 120, 120)] for _ in range(5)])
+    _, explicit = bootstrap_values(logits, labels, indices=idx)
+    for name in METRIC_NAMES:
+        np.testing.assert_allclose(seeded[name], explicit[name], rtol=0, atol=1e-12)
+
+
+def test_a_subset_of_metrics_gives_the_same_intervals():
+    logits, labels = _data(300, 8)
+    full = bootstrap(logits, labels, n_resamples=40, seed=1)
+    for names in (["ece"], ["adaece", "mce"], ["classwise_ece"], ["nll", "s99_share"]):
+        part = bootstrap(logits, labels, n_resamples=40, seed=1, metrics=names)
+        assert set(part) == set(names)
+        for name in names:
+            assert part[name] == full[name]

@@ -1,0 +1,221 @@
+"""calib eval --bootstrap / --gate-on and calib compare, through Click's CliRunner."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from calibrate_cli.bootstrap import bootstrap, compare
+from calibrate_cli.cli import cli
+
+
+@pytest.fixture
+def runner():
+    try:
+        return CliRunner(mix_stderr=False)
+    except TypeError:  # click ≥ 8.2 keeps stderr apart by default
+        return CliRunner()
+
+
+@pytest.fixture
+def files(tmp_path):
+    rng = np.random.default_rng(0)
+    n, k = 400, 6
+    labels = rng.integers(0, k, n)
+    logits = rng.normal(size=(n, k)) * 2.5
+    logits[np.arange(n), labels] += 1.5
+    paths = {
+        "logits": tmp_path / "logits.npy",
+        "labels": tmp_path / "labels.npy",
+        "sharp": tmp_path / "sharp.npy",
+        "other_labels": tmp_path / "other_labels.npy",
+    }
+    np.save(paths["logits"], logits)
+    np.save(paths["labels"], labels)
+    np.save(paths["sharp"], logits * 2)
+    other = labels.copy()
+    other[:3] = (other[:3] + 1) % k
+    np.save(paths["other_labels"], other)
+    return {name: str(p) for name, p in paths.items()}, logits, labels
+
+
+def _json(result):
+    assert result.exit_code in (0, 1), result.output + result.stderr
+    return json.loads(result.stdout)
+
+
+def test_eval_bootstrap_json_intervals_equal_the_library(runner, files):
+    paths, logits, labels = files
+    args = ["eval", paths["logits"], paths["labels"], "--bootstrap", "60", "--seed", "3", "--format", "json"]
+    doc = _json(runner.invoke(cli, args + ["--ci-method", "percentile", "--ci-level", "0.8"]))
+    expected = bootstrap(logits, labels, n_resamples=60, seed=3, method="percentile", level=0.8)
+    assert set(doc["intervals"]) == set(expected)
+    for name, ci in expected.items():
+        got = doc["intervals"][name]
+        assert {"low", "high", "level", "method", "n_resamples"} <= set(got)
+        assert got["low"] == pytest.approx(ci.low, abs=1e-12) and got["high"] == pytest.approx(ci.high, abs=1e-12)
+        assert got["method"] == "percentile" and got["level"] == 0.8 and got["n_resamples"] == 60
+    assert doc["bootstrap"]["seed"] == 3
+
+
+def test_eval_without_bootstrap_has_empty_intervals(runner, files):
+    paths, _, _ = files
+    doc = _json(runner.invoke(cli, ["eval", paths["logits"], paths["labels"], "--format", "json"]))
+    assert doc["intervals"] == {} and doc["bootstrap"] is None
+
+
+def test_eval_table_shows_intervals(runner, files):
+    paths, _, _ = files
+    result = runner.invoke(cli, ["eval", paths["logits"], paths["labels"], "--bootstrap", "30"])
+    assert result.exit_code == 0, result.stderr
+    assert "interval" in result.stdout and "90% basic bootstrap" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "gate_on, end, expect_fail",
+    [
+        ("upper", "high", True),  # threshold between low and high: the strict upper end fails
+        ("lower", "low", False),  # ... and the lenient lower end passes
+        ("point", "point", None),
+    ],
+)
+def test_gate_on_picks_the_gated_value(runner, files, gate_on, end, expect_fail):
+    paths, logits, labels = files
+    ci = bootstrap(logits, labels, n_resamples=80, seed=0)["ece"]
+    threshold = (ci.low + ci.high) / 2 if gate_on != "point" else ci.point - 1e-6
+    args = ["eval", paths["logits"], paths["labels"], "--bootstrap", "80", "--gate-on", gate_on]
+    args += ["--fail-above", f"ece={threshold!r}", "--format", "json"]
+    result = runner.invoke(cli, args)
+    doc = json.loads(result.stdout)
+    gate = doc["gates"][0]
+    assert gate["gated_on"] == gate_on
+    assert gate["value"] == pytest.approx(ci.point if end == "point" else getattr(ci, end), abs=1e-12)
+    if expect_fail is None:
+        expect_fail = True  # point just above the threshold
+    assert result.exit_code == (1 if expect_fail else 0)
+    if expect_fail:
+        assert "ece" in result.stderr and "failed" in result.stderr
+        if gate_on != "point":
+            assert f"{gate_on} end of its interval" in result.stderr
+    else:
+        assert "failed" not in result.stderr
+
+
+def test_fail_below_with_gate_on_lower_uses_the_lower_end(runner, files):
+    paths, logits, labels = files
+    ci = bootstrap(logits, labels, n_resamples=50, seed=0)["accuracy"]
+    threshold = (ci.low + ci.point) / 2  # point passes, lower end fails
+    base = ["eval", paths["logits"], paths["labels"], "--fail-below", f"accuracy={threshold!r}"]
+    assert runner.invoke(cli, base).exit_code == 0
+    result = runner.invoke(cli, base + ["--bootstrap", "50", "--gate-on", "lower"])
+    assert result.exit_code == 1
+    assert "accuracy (lower end of its interval)" in result.stderr
+
+
+def test_gate_on_without_bootstrap_is_a_usage_error(runner, files):
+    paths, _, _ = files
+    result = runner.invoke(cli, ["eval", paths["logits"], paths["labels"], "--gate-on", "upper"])
+    assert result.exit_code == 2
+    assert "--bootstrap" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("opt", [["--bootstrap", "-1"], ["--ci-level", "1.5"], ["--ci-method", "bca"]])
+def test_bad_bootstrap_options_exit_2(runner, files, opt):
+    paths, _, _ = files
+    result = runner.invoke(cli, ["eval", paths["logits"], paths["labels"], *opt])
+    assert result.exit_code == 2
+
+
+def test_compare_identical_models_gives_zero_differences(runner, files):
+    paths, _, _ = files
+    args = ["compare", paths["logits"], paths["labels"], paths["logits"], paths["labels"]]
+    doc = _json(runner.invoke(cli, args + ["--bootstrap", "40", "--format", "json"]))
+    assert doc["command"] == "compare"
+    for name, d in doc["differences"].items():
+        assert d["difference"] == 0.0, name
+        assert (d["interval"]["low"], d["interval"]["high"]) == (0.0, 0.0)
+        assert d["excludes_zero"] is False
+
+
+def test_compare_json_equals_the_library(runner, files):
+    paths, logits, labels = files
+    args = ["compare", paths["logits"], paths["labels"], paths["sharp"], paths["labels"]]
+    doc = _json(runner.invoke(cli, args + ["--bootstrap", "40", "--seed", "5", "--format", "json"]))
+    expected = compare(logits, labels, logits * 2, labels, n_resamples=40, seed=5)
+    for name, d in expected.differences.items():
+        got = doc["differences"][name]
+        assert got["difference"] == pytest.approx(d.difference, abs=1e-12)
+        assert got["interval"]["low"] == pytest.approx(d.interval.low, abs=1e-12)
+        assert got["excludes_zero"] == d.significant
+    assert doc["differences"]["ece"]["difference"] != 0
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "markdown"])
+def test_compare_other_formats(runner, files, fmt):
+    paths, _, _ = files
+    args = ["compare", paths["logits"], paths["labels"], paths["sharp"], paths["labels"], "--bootstrap", "20"]
+    result = runner.invoke(cli, args + ["--format", fmt])
+    assert result.exit_code == 0, result.stderr
+    assert "ece" in result.stdout.lower()
+
+
+def test_compare_different_labels_exit_2_with_one_line(runner, files):
+    paths, _, _ = files
+    args = ["compare", paths["logits"], paths["labels"], paths["sharp"], paths["other_labels"], "--bootstrap", "10"]
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error:") and "different labels" in lines[0]
+    assert paths["other_labels"] in lines[0] and "first at sample 0" in lines[0]
+
+
+def test_compare_output_file_refuses_to_overwrite(runner, files, tmp_path):
+    paths, _, _ = files
+    out = tmp_path / "diff.json"
+    out.write_text("keep")
+    args = ["compare", paths["logits"], paths["labels"], paths["sharp"], paths["labels"], "--bootstrap", "5"]
+    result = runner.invoke(cli, args + ["--format", "json", "-o", str(out)])
+    assert result.exit_code == 2 and out.read_text() == "keep"
+    result = runner.invoke(cli, args + ["--format", "json", "-o", str(out), "--force"])
+    assert result.exit_code == 0 and json.loads(out.read_text())["command"] == "compare"
+
+
+def test_eval_csv_and_markdown_carry_the_intervals(runner, files):
+    paths, logits, labels = files
+    base = ["eval", paths["logits"], paths["labels"], "--bootstrap", "30", "--seed", "2"]
+    result = runner.invoke(cli, base + ["--format", "csv"])
+    assert result.exit_code == 0, result.stderr
+    import csv
+    import io
+
+    rows = {r["metric"]: r for r in csv.DictReader(io.StringIO(result.stdout))}
+    ci = bootstrap(logits, labels, n_resamples=30, seed=2)["ece"]
+    assert float(rows["ece"]["low"]) == ci.low and float(rows["ece"]["high"]) == ci.high
+    md = runner.invoke(cli, base + ["--format", "markdown"])
+    assert "| interval |" in md.stdout
+    plain = runner.invoke(cli, ["eval", paths["logits"], paths["labels"], "--format", "csv"])
+    assert plain.stdout.splitlines()[0] == "metric,value,definition"
+
+
+def test_eval_plot_shows_the_ece_interval(runner, files, tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import calibrate_cli.plots as plots
+
+    paths, logits, labels = files
+    seen = {}
+    real = plots.eval_figure
+
+    def spy(report, **kwargs):
+        seen.update(kwargs)
+        return real(report, **kwargs)
+
+    monkeypatch.setattr(plots, "eval_figure", spy)
+    out = tmp_path / "rel.png"
+    args = ["eval", paths["logits"], paths["labels"], "--bootstrap", "20", "--plot", str(out)]
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 0, result.stderr
+    ci = bootstrap(logits, labels, n_resamples=20, metrics=["ece"])["ece"]
+    assert seen["interval"] == (ci.low, ci.high) and out.exists()
