@@ -38,7 +38,8 @@ class PredictionSummary:
     correct      [argmax_k p_ik = y_i], lowest index on ties
     nll          −log p_{i, y_i} (from log-softmax for logits; ``inf`` where a given probability is 0)
     brier        Σ_k (p_ik − [y_i = k])²
-    top5         true class ranked < 5 (rank = #{p_k > p_y} + #{k < y : p_k = p_y}); None when K ≤ 5
+    top5         true class ranked < 5 (rank = #{s_k > s_y} + #{k < y : s_k = s_y}, s the logits or the
+                 given probabilities); None when K ≤ 5
     classwise    per-class equal-width bin statistics of p_ik, shape (K, M); None when not requested
     """
 
@@ -114,9 +115,12 @@ def summarize(
         nll[rows] = -logp_y.astype(np.float64)
 
         if top5 is not None:
-            p_y = p[r, y][:, None]
+            # rank on the logits when given (softmax is monotone, and tiny probabilities that
+            # underflow to equal values would create ties that temperature could change)
+            ranked = z if is_logits else p
+            s_y = ranked[r, y][:, None]
             cols = np.arange(k)[None, :]
-            rank = (p > p_y).sum(axis=1) + ((p == p_y) & (cols < y[:, None])).sum(axis=1)
+            rank = (ranked > s_y).sum(axis=1) + ((ranked == s_y) & (cols < y[:, None])).sum(axis=1)
             top5[rows] = rank < 5
         residual = p.astype(np.float64, copy=True)
         residual[r, y] -= 1.0

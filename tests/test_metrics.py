@@ -291,3 +291,13 @@ def test_ties_in_confidence_are_order_independent(n_tied, n_other, n_bins):
     b = calib.adaece(probs[::-1], labels[::-1], input_kind="probs", n_bins=n_bins)
     assert a == pytest.approx(b, abs=1e-15)
     assert a == pytest.approx(naive.adaece(probs, labels, n_bins), abs=1e-12)
+
+
+def test_top5_is_invariant_to_temperature_even_when_probabilities_underflow():
+    # classes 1..9 have logits −800…−808: their probabilities underflow to exactly 0 at T = 1 but
+    # not at T = 100, so ranking on probabilities would tie them at T = 1 and not at T = 100.
+    logits = np.array([[0.0, -808, -807, -806, -805, -804, -803, -802, -801, -800]])
+    label = [1]  # rank 9 on the logits: not in the top 5 at any temperature
+    assert calib.top5_accuracy(logits, label) == 0.0
+    assert calib.top5_accuracy(logits / 100, label) == 0.0
+    assert calib.top5_accuracy(logits, [9]) == 1.0 and calib.top5_accuracy(logits / 100, [9]) == 1.0
