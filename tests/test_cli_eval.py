@@ -265,6 +265,7 @@ def test_pt_files(runner, data, tmp_path):
 def test_help_lists_eval_and_ends_with_examples(runner):
     top = run(runner, "--help")
     assert top.exit_code == 0 and "eval" in top.stdout
-    sub = run(runner, "eval", "--help").stdout
-    assert "Examples:" in sub
-    assert sub.rstrip().splitlines()[-1].strip().startswith(("calib eval", "-"))
+    for command in ("eval", "temperature", "plot", "compare"):
+        sub = run(runner, command, "--help").stdout
+        assert "Examples:" in sub
+        assert sub.rstrip().splitlines()[-1].strip().startswith(f"calib {command}"), command

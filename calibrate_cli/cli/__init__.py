@@ -68,6 +68,19 @@ def cli() -> None:
     """
 
 
+def _examples_last(command: click.Command) -> click.Command:
+    """Move the docstring's ``Examples:`` block into the epilog, so ``--help`` ends with examples."""
+    import inspect
+
+    text = inspect.cleandoc(command.help or "")
+    marker = "\b\nExamples:"
+    if marker in text and not command.epilog:
+        body, examples = text.split(marker, 1)
+        command.help = body.rstrip()
+        command.epilog = marker + examples
+    return command
+
+
 def _register() -> None:
     from .compare import compare_command
     from .eval import eval_command
@@ -78,6 +91,8 @@ def _register() -> None:
     cli.add_command(temperature_command)
     cli.add_command(plot_command)
     cli.add_command(compare_command)
+    for command in (cli, *cli.commands.values()):
+        _examples_last(command)
 
 
 _register()
