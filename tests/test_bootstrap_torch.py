@@ -133,3 +133,68 @@ def test_importing_calib_does_not_import_torch():
     code = "import sys, calibrate_cli, calibrate_cli.cli, calibrate_cli.bootstrap; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+# ---------------------------------------------------------------- the CLI
+
+
+@pytest.fixture
+def runner():
+    from click.testing import CliRunner
+
+    try:
+        return CliRunner(mix_stderr=False)
+    except TypeError:  # click ≥ 8.2 keeps stderr apart by default
+        return CliRunner()
+
+
+@pytest.fixture
+def paths(tmp_path):
+    logits, labels = _data(300, 5, seed=8)
+    p = {"logits": tmp_path / "logits.npy", "labels": tmp_path / "labels.npy", "sharp": tmp_path / "sharp.npy"}
+    np.save(p["logits"], logits)
+    np.save(p["labels"], labels)
+    np.save(p["sharp"], logits * 2)
+    return {k: str(v) for k, v in p.items()}
+
+
+def _cli_json(runner, args):
+    import json
+
+    from calibrate_cli.cli import cli
+
+    result = runner.invoke(cli, args + ["--format", "json"])
+    assert result.exit_code == 0, result.output + result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("command", ["eval", "compare"])
+def test_cli_torch_cpu_equals_cpu(runner, paths, command):
+    args = [command, paths["logits"], paths["labels"]]
+    args += [paths["sharp"], paths["labels"]] if command == "compare" else []
+    args += ["--bootstrap", "30", "--seed", "2"]
+    cpu = _cli_json(runner, args + ["--device", "cpu"])
+    tc = _cli_json(runner, args + ["--device", "torch-cpu"])
+    if command == "eval":
+        assert cpu["intervals"].keys() == tc["intervals"].keys() and cpu["intervals"]
+        for name, ci in cpu["intervals"].items():
+            assert tc["intervals"][name]["low"] == pytest.approx(ci["low"], abs=1e-10)
+            assert tc["intervals"][name]["high"] == pytest.approx(ci["high"], abs=1e-10)
+    else:
+        for name, d in cpu["differences"].items():
+            if d["interval"] is not None:
+                assert tc["differences"][name]["interval"]["low"] == pytest.approx(d["interval"]["low"], abs=1e-10)
+                assert tc["differences"][name]["interval"]["high"] == pytest.approx(d["interval"]["high"], abs=1e-10)
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the error without a GPU")
+@pytest.mark.parametrize("command", ["eval", "compare"])
+def test_cli_cuda_without_a_gpu_exits_2_with_one_line(runner, paths, command):
+    from calibrate_cli.cli import cli
+
+    args = [command, paths["logits"], paths["labels"]]
+    args += [paths["sharp"], paths["labels"]] if command == "compare" else []
+    result = runner.invoke(cli, args + ["--bootstrap", "10", "--device", "cuda"])
+    assert result.exit_code == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error:") and "CUDA" in lines[0]
