@@ -7,6 +7,7 @@ that resamples the arrays and recomputes the ECE (extrapolated from a few resamp
 
     python benchmarks/bench_bootstrap.py              # both sizes
     python benchmarks/bench_bootstrap.py --sizes 100000 --resamples 200
+    python benchmarks/bench_bootstrap.py --device torch-cpu      # or cuda / auto (needs torch)
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import time
 
 import numpy as np
 
-from calibrate_cli.bootstrap import bootstrap
+from calibrate_cli.bootstrap import DEVICES, bootstrap
 from calibrate_cli.metrics import equal_width_bins
 from calibrate_cli.predictions import as_predictions
 from calibrate_cli.summary import summarize
@@ -47,18 +48,29 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--classes", type=int, default=10)
     parser.add_argument("--resamples", type=int, default=1000)
+    parser.add_argument("--device", choices=DEVICES, default="cpu", help="where the resampling runs")
+    parser.add_argument("--no-naive", action="store_true", help="skip the naive loop")
     args = parser.parse_args()
-    print(f"{platform.processor() or platform.machine()}, numpy {np.__version__}, B = {args.resamples}")
+    device = args.device
+    where = f"numpy {np.__version__}"
+    if device != "cpu":
+        import torch
+
+        gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
+        where += f", torch {torch.__version__} ({gpu})"
+    print(f"{platform.processor() or platform.machine()}, {where}, device {device}, B = {args.resamples}")
     for n in args.sizes:
         logits, labels = data(n, args.classes)
         for metrics, label in ((["ece"], "ECE alone"), (None, "every metric")):
             prep = time.perf_counter()
-            bootstrap(logits, labels, n_resamples=1, metrics=metrics)
+            bootstrap(logits, labels, n_resamples=1, metrics=metrics, device=device)
             prep = time.perf_counter() - prep
             t = time.perf_counter()
-            bootstrap(logits, labels, n_resamples=args.resamples, metrics=metrics)
+            bootstrap(logits, labels, n_resamples=args.resamples, metrics=metrics, device=device)
             total = time.perf_counter() - t
             print(f"N = {n:>9,} K = {args.classes}: {label:<13} {total:7.2f} s  (of which ~{prep:.2f} s preparation)")
+        if args.no_naive:
+            continue
         print(f"N = {n:>9,} K = {args.classes}: naive ECE loop {naive_ece_seconds(logits, labels, args.resamples):6.2f} s (extrapolated)")
 
 

@@ -20,6 +20,13 @@ is a weighted sum over them:
 Resamples are processed in batches of ``batch_size`` rows of N multiplicities (memory ~ 50 bytes ×
 batch_size × N; the default keeps it near 200 MB); the results do not depend on the batch size.
 
+``device`` chooses where the per-batch work runs: ``"cpu"`` (default) this numpy engine;
+``"cuda"`` torch on the GPU; ``"torch-cpu"`` the same torch code on the CPU (to test it without a
+GPU); ``"auto"`` cuda when torch and a GPU are available, else numpy. The draws and multiplicity
+counts are always made in numpy with the same Generator and batches, and the set-up is shared, so a
+torch device computes on the very same multiplicity rows (all metrics, classwise-ECE via a sparse
+CSR product, in float64): results equal the numpy path's up to float64 summation order.
+
 Intervals (θ̂ the metric on the data, q_a the a-quantile of the B bootstrap values, computed by
 ``np.percentile`` with its default linear interpolation, α = 1 − level):
 
@@ -48,6 +55,7 @@ __all__ = [
     "DEFAULT_CI_LEVEL",
     "DEFAULT_CI_METHOD",
     "CI_METHODS",
+    "DEVICES",
     "ConfidenceInterval",
     "Comparison",
     "MetricDifference",
@@ -64,6 +72,9 @@ CI_METHODS = ("basic", "percentile")
 DEFAULT_SEED = 0
 #: default batch: about this many multiplicities (batch_size × N) at a time
 BATCH_ENTRIES = 1 << 23
+#: where the per-batch work runs (see the module docstring)
+DEVICES = ("cpu", "cuda", "auto", "torch-cpu")
+DEFAULT_DEVICE = "cpu"
 
 Method = Literal["basic", "percentile"]
 Progress = Callable[[int, int], None]
@@ -333,6 +344,37 @@ class _Resampler:
         return out
 
 
+def _torch_device(device: str):
+    """The torch device for ``device``, or None for the numpy path. Raises InputError when unavailable."""
+    if device not in DEVICES:
+        raise InputError(f"Expected `device` to be one of {DEVICES}, but got {device!r}")
+    if device == "cpu":
+        return None
+    try:
+        import torch
+    except ImportError:
+        if device == "auto":
+            return None
+        raise InputError(f"device {device!r} needs torch, which is not installed (pip install torch)") from None
+    if device == "torch-cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        if device == "auto":
+            return None
+        raise InputError("device 'cuda' needs a CUDA GPU, but torch sees none (use --device cpu or auto)")
+    return torch.device("cuda")
+
+
+def _on_device(engines: list, device: str) -> list:
+    """The engines, wrapped to run their per-batch work on ``device``'s torch device when it is one."""
+    torch_device = _torch_device(device)
+    if torch_device is None:
+        return engines
+    from ._torch_bootstrap import TorchResampler
+
+    return [TorchResampler(e, torch_device) for e in engines]
+
+
 def _scores_probs(predictions, compat) -> np.ndarray:
     from .probabilities import softmax
 
@@ -382,6 +424,7 @@ def bootstrap_values(
     progress: Progress | None = None,
     batch_size: int | None = None,
     metrics: Sequence[str] | None = None,
+    device: str = DEFAULT_DEVICE,
 ) -> tuple[dict, dict[str, np.ndarray]]:
     """(point metrics, {metric: the B bootstrap values}) — what :func:`bootstrap` summarises.
 
@@ -389,10 +432,12 @@ def bootstrap_values(
     ``n_resamples`` is then ignored), e.g. to reproduce another implementation's draws. Otherwise row r is ``rng.integers(0, N, N)`` of
     ``np.random.default_rng(seed)``, drawn row after row (so independent of ``batch_size``) and read
     as positions in the (stable) order of increasing confidence, which saves a gather. Metrics not
-    in ``metrics`` (default: all) are NaN.
+    in ``metrics`` (default: all) are NaN. ``device``: ``"cpu"`` | ``"cuda"`` | ``"auto"`` |
+    ``"torch-cpu"`` (module docstring); the same draws on every device.
     """
+    _torch_device(device)  # an unavailable device fails before any work
     _, summary, point, engine = _prepare(scores, labels, input_kind, n_bins, compat, wanted=metrics)
-    values = _run([engine], summary.n, n_resamples, seed, indices, progress, batch_size)[0]
+    values = _run(_on_device([engine], device), summary.n, n_resamples, seed, indices, progress, batch_size)[0]
     return point, values
 
 
@@ -450,12 +495,14 @@ def bootstrap(
     indices: np.ndarray | None = None,
     progress: Progress | None = None,
     batch_size: int | None = None,
+    device: str = DEFAULT_DEVICE,
 ) -> dict[str, ConfidenceInterval]:
     """Bootstrap confidence intervals of every metric of ``calib eval`` (SPEC §4).
 
     ``metrics``: names from :data:`~calibrate_cli.metrics.METRIC_NAMES` (default: every metric that
     is defined on the data). A metric whose point value is infinite (NLL with a zero probability)
-    gets no interval. ``progress(done, total)`` is called after each batch. Same seed (and same
+    gets no interval. ``device``: where the resampling runs (``"cpu"`` numpy, ``"cuda"``,
+    ``"auto"``, ``"torch-cpu"``; same draws, same results up to float64 rounding). ``progress(done, total)`` is called after each batch. Same seed (and same
     data), same intervals, whatever ``batch_size``.
 
     >>> import numpy as np
@@ -480,6 +527,7 @@ def bootstrap(
         progress=progress,
         batch_size=batch_size,
         metrics=metrics,
+        device=device,
     )
     out = {}
     for name in _selected(point, metrics):
@@ -553,14 +601,17 @@ def compare(
     batch_size: int | None = None,
     names: tuple[str, str] = ("A", "B"),
     label_names: tuple[str, str] | None = None,
+    device: str = DEFAULT_DEVICE,
 ) -> Comparison:
     """Difference B − A of every metric, with a paired-bootstrap interval.
 
     Each resample draws the same sample indices for both models (the pairing removes the variation
     that the two share), and the interval of the difference is computed from the B differences as
     in :func:`bootstrap`. The labels must be identical. ``n_resamples=0`` gives the differences only.
-    ``names``/``label_names`` name the inputs in error messages (e.g. file paths).
+    ``names``/``label_names`` name the inputs in error messages (e.g. file paths). ``device`` as in
+    :func:`bootstrap`.
     """
+    _torch_device(device)
     la, lb = label_names or (f"{names[0]} labels", f"{names[1]} labels")
     _, sa, point_a, engine_a = _prepare(scores_a, labels_a, input_kind, n_bins, compat, names[0], la)
     _, sb, point_b, engine_b = _prepare(scores_b, labels_b, input_kind, n_bins, compat, names[1], lb)
@@ -576,7 +627,7 @@ def compare(
     values = None
     if n_resamples or indices is not None:
         _check_settings(n_resamples if indices is None else 1, level, method)
-        va, vb = _run([engine_a, engine_b], sa.n, n_resamples, seed, indices, progress, batch_size)
+        va, vb = _run(_on_device([engine_a, engine_b], device), sa.n, n_resamples, seed, indices, progress, batch_size)
         values = {name: vb[name] - va[name] for name in METRIC_NAMES}
     diffs = {}
     for name in METRIC_NAMES:

@@ -219,3 +219,30 @@ def test_eval_plot_shows_the_ece_interval(runner, files, tmp_path, monkeypatch):
     assert result.exit_code == 0, result.stderr
     ci = bootstrap(logits, labels, n_resamples=20, metrics=["ece"])["ece"]
     assert seen["interval"] == (ci.low, ci.high) and out.exists()
+
+
+@pytest.mark.parametrize("command", ["eval", "compare"])
+def test_device_needing_missing_torch_exits_2_with_one_line(runner, files, monkeypatch, command):
+    """torch not importable (sys.modules entry None): --device cuda/torch-cpu is a one-line error."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch", None)
+    paths, _, _ = files
+    args = [command, paths["logits"], paths["labels"]]
+    args += [paths["sharp"], paths["labels"]] if command == "compare" else []
+    for device in ("cuda", "torch-cpu"):
+        result = runner.invoke(cli, args + ["--bootstrap", "10", "--device", device])
+        assert result.exit_code == 2, result.output
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("Error:") and "needs torch" in lines[0]
+    # auto falls back to numpy: the same numbers as --device cpu
+    docs = [
+        _json(runner.invoke(cli, args + ["--bootstrap", "10", "--format", "json", "--device", d])) for d in ("auto", "cpu")
+    ]
+    assert docs[0] == docs[1]
+
+
+def test_unknown_device_exits_2(runner, files):
+    paths, _, _ = files
+    result = runner.invoke(cli, ["eval", paths["logits"], paths["labels"], "--bootstrap", "5", "--device", "tpu"])
+    assert result.exit_code == 2 and "tpu" in result.stderr

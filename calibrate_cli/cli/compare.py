@@ -98,7 +98,7 @@ def comparison_markdown(comparison) -> str:
 @bootstrap_options(DEFAULT_N_RESAMPLES)
 @output_options
 def compare_command(
-    a_scores, a_labels, b_scores, b_labels, input_kind, n_bins, compat, n_resamples, ci_level, ci_method, seed, fmt, output, force
+    a_scores, a_labels, b_scores, b_labels, input_kind, n_bins, compat, n_resamples, ci_level, ci_method, seed, device, fmt, output, force
 ):
     """Compare two models on the same samples: B − A for every metric, with paired intervals.
 
@@ -113,6 +113,7 @@ def compare_command(
       calib compare base_logits.npy labels.npy focal_logits.npy labels.npy
       calib compare a.npy y.npy b.npy y.npy --bootstrap 2000 --ci-level 0.95 --format json -o diff.json
       calib compare val_logits.npy y.npy val_logits_T.npy y.npy --ci-method percentile
+      calib compare a.npy y.npy b.npy y.npy --bootstrap 10000 --device cuda
     """
     from ..bootstrap import compare
 
@@ -135,6 +136,7 @@ def compare_command(
             progress=progress,
             names=(a_scores, b_scores),
             label_names=(a_labels_name, b_labels_name),
+            device=device,
         )
     boot = {"n_resamples": n_resamples, "level": ci_level, "method": ci_method, "seed": seed} if n_resamples else None
     paths = {"a_scores": a_scores, "a_labels": a_labels_name, "b_scores": b_scores, "b_labels": b_labels_name}

@@ -102,6 +102,7 @@ def eval_command(
     ci_level,
     ci_method,
     seed,
+    device,
     gate_on,
 ):
     """Report every calibration metric of a model's saved outputs.
@@ -132,6 +133,7 @@ def eval_command(
       calib eval test_logits.npy test_labels.npy --temperature t.json   # from `calib temperature -o t.json`
       calib eval logits.npy labels.npy --plot reliability.png
       calib eval logits.npy labels.npy --bootstrap 1000 --ci-level 0.95
+      calib eval logits.npy labels.npy --bootstrap 1000 --device auto   # GPU via torch when there is one
       calib eval logits.npy labels.npy --bootstrap 1000 --gate-on lower --fail-above ece=0.02
     """
     if gate_on != "point" and not n_resamples:
@@ -168,6 +170,7 @@ def eval_command(
                 n_bins=n_bins,
                 compat=compat,
                 progress=progress,
+                device=device,
             )
         boot = {"n_resamples": n_resamples, "level": ci_level, "method": ci_method, "seed": seed, "gate_on": gate_on}
     results = check_gates(report.metrics, gates, gated_on=gate_on, intervals=intervals)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..bootstrap import CI_METHODS, DEFAULT_CI_LEVEL, DEFAULT_CI_METHOD, DEFAULT_SEED
+from ..bootstrap import CI_METHODS, DEFAULT_CI_LEVEL, DEFAULT_CI_METHOD, DEFAULT_DEVICE, DEFAULT_SEED, DEVICES
 from ..gates import GATE_ON, Gate
 from ..io import load_labels, load_scores
 from ..metrics import DEFAULT_N_BINS
@@ -78,9 +78,17 @@ def gate_options(func):
 
 
 def bootstrap_options(default_resamples: int = 0):
-    """--bootstrap B, --ci-level, --ci-method, --seed (SPEC §4)."""
+    """--bootstrap B, --ci-level, --ci-method, --seed (SPEC §4), --device."""
 
     def decorate(func):
+        func = click.option(
+            "--device",
+            type=click.Choice(DEVICES),
+            default=DEFAULT_DEVICE,
+            show_default=True,
+            help="Where the bootstrap runs: cpu (numpy), cuda (torch on the GPU), auto (cuda when torch "
+            "and a GPU are there, else cpu), torch-cpu (the torch code on the CPU). Same draws, same results.",
+        )(func)
         func = click.option(
             "--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of the bootstrap resamples."
         )(func)
