@@ -247,14 +247,16 @@ class Evil:
     """Not a tensor: torch.load(weights_only=True) must refuse it."""
 
 
+def test_pt_file_without_torch_says_how_to_install_it(runner, data, tmp_path, monkeypatch):
+    folder, _, _ = data
+    monkeypatch.setitem(__import__("sys").modules, "torch", None)  # import torch → ImportError
+    (tmp_path / "x.pt").write_bytes(b"not really")
+    assert_one_line_error(run(runner, "eval", tmp_path / "x.pt", folder / "labels.npy"), "x.pt", "pip install")
+
+
 def test_pt_files(runner, data, tmp_path):
     folder, logits, labels = data
-    try:
-        import torch
-    except ImportError:
-        (tmp_path / "x.pt").write_bytes(b"not really")
-        assert_one_line_error(run(runner, "eval", tmp_path / "x.pt", folder / "labels.npy"), "x.pt", "pip install")
-        return
+    torch = pytest.importorskip("torch")
     torch.save({"logits": torch.from_numpy(logits), "labels": torch.from_numpy(labels)}, tmp_path / "run.pt")
     doc = json.loads(run(runner, "eval", f"{tmp_path}/run.pt:logits", f"{tmp_path}/run.pt:labels", "-f", "json").stdout)
     assert doc["metrics"]["ece"] == calib.evaluate(logits, labels).metrics["ece"]
