@@ -16,8 +16,6 @@ import warnings
 import numpy as np
 import torch
 
-from .metrics import METRIC_NAMES
-
 
 class TorchResampler:
     """``_Resampler.metrics`` on ``device``: same inputs (multiplicity rows), same outputs (numpy)."""
@@ -76,7 +74,7 @@ class TorchResampler:
     # -- metrics -------------------------------------------------------------------------------------
 
     def metrics(self, w_np: np.ndarray) -> dict[str, np.ndarray]:
-        e, n, m = self.e, self.n, self.m
+        e, m = self.e, self.m
         w = torch.as_tensor(w_np, device=self.device)
         b = w.shape[0]
         wb = w.reshape(b, self.n_blocks, self.block)
@@ -84,42 +82,18 @@ class TorchResampler:
         block_prefix = torch.zeros((b, self.n_blocks + 1, 3), dtype=torch.float64, device=self.device)
         block_prefix[:, 1:, :] = torch.cumsum(sums[:, :, :3].transpose(0, 1), dim=1)
         totals = sums.sum(dim=0)
-        out = {}
 
         def bin_sums(starts):
             d = torch.diff(self._prefix(wb, block_prefix, starts), dim=1)
-            return torch.round(d[..., 0]), d[..., 1], d[..., 2]
+            return tuple(x.cpu().numpy() for x in (torch.round(d[..., 0]), d[..., 1], d[..., 2]))
 
-        count, s_conf, s_corr = bin_sums(self.width_starts.expand(b, m + 1))
-        out["ece"] = (s_corr - s_conf).abs().sum(dim=1) / n
-        c1 = torch.clamp(count, min=1)
-        gap = (s_conf / c1 - s_corr / c1).abs()
-        neg_inf = torch.tensor(-float("inf"), dtype=torch.float64, device=self.device)
-        out["mce"] = torch.where(count > 0, gap, neg_inf).amax(dim=1).clamp(min=0.0)
-        nan = torch.full((b,), float("nan"), dtype=torch.float64, device=self.device)
+        width = bin_sums(self.width_starts.expand(b, m + 1))
+        mass = None
         if e.need_adaece:
-            starts = self._equal_mass_starts(self._equal_mass_edges(wb, block_prefix[:, :, 0]))
-            count, s_conf, s_corr = bin_sums(starts)
-            out["adaece"] = (s_corr - s_conf).abs().sum(dim=1) / n
-        else:
-            out["adaece"] = nan
-        acc = totals[:, 2] / n
-        out["accuracy"] = acc
-        out["error"] = 1.0 - acc
-        out["mean_confidence"] = totals[:, 1] / n
-        for name in ("nll", "brier", "top5_accuracy", "s99_share", "s99_accuracy"):
-            out[name] = nan
-        if e.need_dense:
-            d = totals[:, 3:]
-            inf = torch.tensor(float("inf"), dtype=torch.float64, device=self.device)
-            out["nll"] = torch.where(d[:, 1] > 0, inf, d[:, 0] / n)
-            out["brier"] = d[:, 2] / n
-            if e.has_top5:
-                out["top5_accuracy"] = d[:, 3] / n
-            out["s99_share"] = d[:, 4] / n
-            out["s99_accuracy"] = torch.where(d[:, 4] > 0, d[:, 5] / torch.clamp(d[:, 4], min=1), nan)
-        out["classwise_ece"] = self._classwise(w, totals[:, e.classwise_col :]) if e.classwise else nan
-        return {name: out[name].cpu().numpy() for name in METRIC_NAMES}
+            mass = bin_sums(self._equal_mass_starts(self._equal_mass_edges(wb, block_prefix[:, :, 0])))
+        classwise = self._classwise(w, totals[:, e.classwise_col :]).cpu().numpy() if e.classwise else None
+        # the heavy sums ran on the device; the (b, M)-sized reduction is the numpy engine's own
+        return e.reduce(width, mass, totals.cpu().numpy(), classwise)
 
     def _equal_mass_starts(self, edges):
         if self.e.compat:

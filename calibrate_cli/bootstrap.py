@@ -247,30 +247,39 @@ class _Resampler:
 
     def metrics(self, w: np.ndarray) -> dict[str, np.ndarray]:
         """Every wanted metric for each row of ``w`` (b, N_padded): multiplicities of the sorted samples."""
-        b, n, m = w.shape[0], self.n, self.m
+        b = w.shape[0]
         wb = w.reshape(b, self.n_blocks, self.block)
         sums = np.matmul(wb.transpose(1, 0, 2), self.x_blocks)  # (blocks, b, columns)
         block_prefix = np.zeros((b, self.n_blocks + 1, 3))
         np.cumsum(sums[:, :, :3].transpose(1, 0, 2), axis=1, out=block_prefix[:, 1:, :])
         totals = sums.sum(axis=0)  # (b, columns)
-        out: dict[str, np.ndarray] = {}
 
         def bin_sums(starts: np.ndarray):  # starts (b, M+1) → per-bin count, Σconf, Σcorrect
             d = np.diff(self._prefix(wb, block_prefix, starts), axis=1)
             return np.rint(d[..., 0]), d[..., 1], d[..., 2]
 
-        count, s_conf, s_corr = bin_sums(np.broadcast_to(self.width_starts, (b, m + 1)))
-        out["ece"] = np.abs(s_corr - s_conf).sum(axis=1) / n
+        width = bin_sums(np.broadcast_to(self.width_starts, (b, self.m + 1)))
+        mass = None
+        if self.need_adaece:
+            mass = bin_sums(self._equal_mass_starts(self.equal_mass_edges(wb, block_prefix[:, :, 0])))
+        classwise = self._classwise(w, totals[:, self.classwise_col :]) if self.classwise else None
+        return self.reduce(width, mass, totals, classwise)
+
+    def reduce(self, width: tuple, mass: tuple | None, totals: np.ndarray, classwise: np.ndarray | None) -> dict:
+        """Metrics of a batch from its small per-resample sums (shared by the numpy and torch engines).
+
+        width / mass: (count, Σconf, Σcorrect) per resample and bin, each (b, M); totals: the column
+        sums (b, columns); classwise: classwise-ECE per resample (b,) or None.
+        """
+        n = self.n
+        b = totals.shape[0]
+        nan = np.full(b, np.nan)
+        count, s_conf, s_corr = width
+        out: dict[str, np.ndarray] = {"ece": np.abs(s_corr - s_conf).sum(axis=1) / n}
         with np.errstate(invalid="ignore", divide="ignore"):
             gap = np.abs(s_conf / np.maximum(count, 1) - s_corr / np.maximum(count, 1))
         out["mce"] = np.where(count > 0, gap, -np.inf).max(axis=1).clip(min=0.0)
-        nan = np.full(b, np.nan)
-        if self.need_adaece:
-            starts = self._equal_mass_starts(self.equal_mass_edges(wb, block_prefix[:, :, 0]))
-            count, s_conf, s_corr = bin_sums(starts)
-            out["adaece"] = np.abs(s_corr - s_conf).sum(axis=1) / n
-        else:
-            out["adaece"] = nan
+        out["adaece"] = nan if mass is None else np.abs(mass[2] - mass[1]).sum(axis=1) / n
         acc = totals[:, 2] / n
         out["accuracy"] = acc
         out["error"] = 1.0 - acc
@@ -286,7 +295,7 @@ class _Resampler:
             out["s99_share"] = d[:, 4] / n
             with np.errstate(invalid="ignore", divide="ignore"):
                 out["s99_accuracy"] = np.where(d[:, 4] > 0, d[:, 5] / np.maximum(d[:, 4], 1), np.nan)
-        out["classwise_ece"] = self._classwise(w, totals[:, self.classwise_col :]) if self.classwise else nan
+        out["classwise_ece"] = nan if classwise is None else classwise
         return out
 
     def _equal_mass_starts(self, edges: np.ndarray) -> np.ndarray:
