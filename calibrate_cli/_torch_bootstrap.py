@@ -1,17 +1,14 @@
 """The torch (GPU) side of the bootstrap: the per-batch math of ``_Resampler.metrics`` on a torch device.
 
 Only :mod:`calibrate_cli.bootstrap` imports this module, and only when a torch device is asked for,
-so ``import calibrate_cli`` never imports torch. The set-up (summarize pass, sort, bin ranges,
-classwise sparse matrix) is done once in numpy by ``_Resampler`` and its arrays are converted to
-tensors here; the random draws and the multiplicity counts also stay in numpy (same Generator, same
-batches), so a torch device sees exactly the multiplicity rows that the numpy path sees. Every
-product, prefix sum, search and interpolation then runs in float64 on the device; the results equal
-the numpy path's up to float64 summation order (≈1e-15 relative, tested to 1e-10).
+so ``import calibrate_cli`` never imports torch. The set-up (summarize pass, sort, bin ranges) is
+done once in numpy by ``_Resampler`` and its arrays are converted to tensors here; the random draws,
+the multiplicity counts and the classwise side sums (a sparse product per row) stay in numpy, in
+the drawing threads, so a torch device sees exactly the multiplicity rows that the numpy path sees.
+The dense products, prefix sums, searches and interpolations then run in float64 on the device; the
+results equal the numpy path's up to float64 summation order (≈1e-15 relative, tested to 1e-10).
 """
-
 from __future__ import annotations
-
-import warnings
 
 import numpy as np
 import torch
@@ -24,7 +21,7 @@ class TorchResampler:
         e = self.e = engine
         self.device = device
         self.n, self.k, self.m = e.n, e.k, e.m
-        self.n_padded, self.n_blocks, self.block = e.n_padded, e.n_blocks, e.block
+        self.n_padded, self.n_blocks, self.block, self.n_side = e.n_padded, e.n_blocks, e.block, e.n_side
         self.rank = e.rank  # used by the draws in `_run`
         t = lambda a: torch.as_tensor(np.ascontiguousarray(a), device=device)  # noqa: E731
         self.x_blocks = t(e.x_blocks)
@@ -34,22 +31,6 @@ class TorchResampler:
         self.conf64 = self.conf_sorted.to(torch.float64)
         self.labels_sorted = t(e.labels_sorted)
         self.arange_block = torch.arange(self.block, device=device)
-        if e.classwise:
-            # (K·(M+1), N_padded) CSR: W @ cw_matrix computed as (cw_matrix.T @ W.T).T
-            cw_t = e.cw_matrix.T.tocsr()
-            cw_t.sort_indices()
-            with warnings.catch_warnings():  # "sparse CSR support is in beta"
-                warnings.simplefilter("ignore", UserWarning)
-                self.cw_t = torch.sparse_csr_tensor(
-                    t(cw_t.indptr.astype(np.int64)),
-                    t(cw_t.indices.astype(np.int64)),
-                    t(cw_t.data.astype(np.float64)),
-                    size=cw_t.shape,
-                    dtype=torch.float64,
-                    device=device,
-                    check_invariants=False,  # built by scipy: sorted, in range
-                )
-            self.base_slot = t(e.base_slot)
 
     # -- prefix sums --------------------------------------------------------------------------------
 
@@ -73,7 +54,11 @@ class TorchResampler:
 
     # -- metrics -------------------------------------------------------------------------------------
 
-    def metrics(self, w_np: np.ndarray) -> dict[str, np.ndarray]:
+    def count(self, drawn: np.ndarray, w_row: np.ndarray, side_row: np.ndarray) -> None:
+        """Counting (and the classwise side sums) stays in numpy, in the drawing threads."""
+        self.e.count(drawn, w_row, side_row)
+
+    def metrics(self, w_np: np.ndarray, side: np.ndarray | None = None) -> dict[str, np.ndarray]:
         e, m = self.e, self.m
         w = torch.as_tensor(w_np, device=self.device)
         b = w.shape[0]
@@ -91,9 +76,12 @@ class TorchResampler:
         mass = None
         if e.need_adaece:
             mass = bin_sums(self._equal_mass_starts(self._equal_mass_edges(wb, block_prefix[:, :, 0])))
-        classwise = self._classwise(w, totals[:, e.classwise_col :]).cpu().numpy() if e.classwise else None
-        # the heavy sums ran on the device; the (b, M)-sized reduction is the numpy engine's own
-        return e.reduce(width, mass, totals.cpu().numpy(), classwise)
+        if e.classwise and side is None:
+            side = np.empty((b, e.n_side))
+            for r in range(b):
+                e.side_sums(w_np[r], side[r])
+        # the dense sums ran on the device; the (b, M)-sized reduction is the numpy engine's own
+        return e.reduce(width, mass, totals.cpu().numpy(), side)
 
     def _equal_mass_starts(self, edges):
         if self.e.compat:
@@ -119,15 +107,3 @@ class TorchResampler:
         res = (f1 - f0) / 1.0 * (x - j0) + f0
         res = torch.where(x == j0, f0, res)
         return torch.where(x >= n - 1, last, res)
-
-    def _classwise(self, w, class_totals):
-        b, k, m = w.shape[0], self.k, self.m
-        sums = torch.sparse.mm(self.cw_t, w.T.contiguous()).T.reshape(b, k, m + 1).clone()
-        base = class_totals - sums.sum(dim=2)
-        sums[:, torch.arange(k, device=self.device), self.base_slot] = base
-        per_class = sums[:, :, :m].abs().sum(dim=2) / self.n
-        if self.e.compat:
-            present_max = torch.where(w[:, : self.n] > 0, self.labels_sorted[None, :], -1).amax(dim=1)
-            mask = torch.arange(k, device=self.device)[None, :] <= present_max[:, None]
-            return (per_class * mask).sum(dim=1) / (present_max + 1)
-        return per_class.mean(dim=1)

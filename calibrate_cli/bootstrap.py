@@ -39,6 +39,8 @@ Intervals are never clipped (a basic interval may reach below 0).
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Literal, Sequence
 
@@ -63,6 +65,7 @@ __all__ = [
     "bootstrap_values",
     "compare",
     "confidence_interval",
+    "resample_streams",
 ]
 
 DEFAULT_N_RESAMPLES = 1000
@@ -190,6 +193,9 @@ class _Resampler:
         self.classwise_col = len(columns)
         if self.classwise:
             self._init_classwise(scores_probs, s.labels, columns)
+        # per-resample side sums made where the row is counted (see `count`): classwise sums per
+        # (class, slot) outside the base slots, then (compat) the largest label drawn
+        self.n_side = (self.k * (self.m + 1) + (1 if self.compat else 0)) if self.classwise else 0
         x = np.zeros((self.n_padded, len(columns)))
         x[:n] = np.stack(columns, axis=1)
         self.x_blocks = x.reshape(self.n_blocks, self.block, len(columns))
@@ -219,8 +225,10 @@ class _Resampler:
         keys = cols * (m + 1) + slot[orig, cols]
         indptr = np.zeros(self.n_padded + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows, minlength=self.n_padded), out=indptr[1:])
-        # (N_padded, K·(M+1)): w @ this = per-(class, slot) sums outside the base slots
-        self.cw_matrix = scipy.sparse.csr_matrix((v[orig, cols], keys, indptr), shape=(self.n_padded, k * (m + 1)))
+        # (K·(M+1), N_padded) CSR: this @ w = per-(class, slot) sums outside the base slots
+        by_sample = scipy.sparse.csr_matrix((v[orig, cols], keys, indptr), shape=(self.n_padded, k * (m + 1)))
+        self.cw_t = by_sample.T.tocsr()
+        self.cw_t.sort_indices()
 
     # -- prefix sums --------------------------------------------------------------------------------
 
@@ -245,9 +253,30 @@ class _Resampler:
 
     # -- metrics of a batch of multiplicity rows (in sorted order) -----------------------------------
 
-    def metrics(self, w: np.ndarray) -> dict[str, np.ndarray]:
-        """Every wanted metric for each row of ``w`` (b, N_padded): multiplicities of the sorted samples."""
+    def count(self, drawn: np.ndarray, w_row: np.ndarray, side_row: np.ndarray) -> None:
+        """Count one resample: ``w_row`` ← multiplicity of each sorted position in ``drawn``, and
+        ``side_row`` ← its per-row sparse sums (classwise). Runs in the drawing threads: the row is
+        still in cache, and scipy's sparse product releases the GIL."""
+        w_row[:] = np.bincount(drawn, minlength=self.n_padded)
+        self.side_sums(w_row, side_row)
+
+    def side_sums(self, w_row: np.ndarray, side_row: np.ndarray) -> None:
+        """``side_row`` ← the side sums of one multiplicity row (nothing without classwise-ECE)."""
+        if self.classwise:
+            kk = self.k * (self.m + 1)
+            side_row[:kk] = self.cw_t @ w_row
+            if self.compat:  # the reference averages over classes 0..max(label drawn)
+                side_row[kk] = np.max(self.labels_sorted, where=w_row[: self.n] > 0, initial=-1)
+
+    def metrics(self, w: np.ndarray, side: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Every wanted metric for each row of ``w`` (b, N_padded): multiplicities of the sorted samples.
+
+        ``side`` (b, n_side): the rows' side sums from :meth:`count` (computed here when None)."""
         b = w.shape[0]
+        if self.classwise and side is None:
+            side = np.empty((b, self.n_side))
+            for r in range(b):
+                self.side_sums(w[r], side[r])
         wb = w.reshape(b, self.n_blocks, self.block)
         sums = np.matmul(wb.transpose(1, 0, 2), self.x_blocks)  # (blocks, b, columns)
         block_prefix = np.zeros((b, self.n_blocks + 1, 3))
@@ -262,14 +291,13 @@ class _Resampler:
         mass = None
         if self.need_adaece:
             mass = bin_sums(self._equal_mass_starts(self.equal_mass_edges(wb, block_prefix[:, :, 0])))
-        classwise = self._classwise(w, totals[:, self.classwise_col :]) if self.classwise else None
-        return self.reduce(width, mass, totals, classwise)
+        return self.reduce(width, mass, totals, side)
 
-    def reduce(self, width: tuple, mass: tuple | None, totals: np.ndarray, classwise: np.ndarray | None) -> dict:
+    def reduce(self, width: tuple, mass: tuple | None, totals: np.ndarray, side: np.ndarray | None) -> dict:
         """Metrics of a batch from its small per-resample sums (shared by the numpy and torch engines).
 
         width / mass: (count, Σconf, Σcorrect) per resample and bin, each (b, M); totals: the column
-        sums (b, columns); classwise: classwise-ECE per resample (b,) or None.
+        sums (b, columns); side: the side sums of :meth:`count` (b, n_side), or None.
         """
         n = self.n
         b = totals.shape[0]
@@ -295,7 +323,7 @@ class _Resampler:
             out["s99_share"] = d[:, 4] / n
             with np.errstate(invalid="ignore", divide="ignore"):
                 out["s99_accuracy"] = np.where(d[:, 4] > 0, d[:, 5] / np.maximum(d[:, 4], 1), np.nan)
-        out["classwise_ece"] = nan if classwise is None else classwise
+        out["classwise_ece"] = self._classwise(totals[:, self.classwise_col :], side) if self.classwise else nan
         return out
 
     def _equal_mass_starts(self, edges: np.ndarray) -> np.ndarray:
@@ -333,14 +361,15 @@ class _Resampler:
         res = np.where(x == j0, f0, res)
         return np.where(x >= n - 1, last, res)
 
-    def _classwise(self, w: np.ndarray, class_totals: np.ndarray) -> np.ndarray:
-        b, k, m = w.shape[0], self.k, self.m
-        sums = np.asarray(w @ self.cw_matrix).reshape(b, k, m + 1)  # outside the base slots
+    def _classwise(self, class_totals: np.ndarray, side: np.ndarray) -> np.ndarray:
+        """Classwise-ECE per resample from the class totals Σ w_i([y_i = k] − p_ik) (b, K) and the side sums."""
+        b, k, m = side.shape[0], self.k, self.m
+        sums = side[:, : k * (m + 1)].reshape(b, k, m + 1).copy()  # outside the base slots
         base = class_totals - sums.sum(axis=2)  # base slot = class total − the other slots
         sums[:, np.arange(k), self.base_slot] = base
         per_class = np.abs(sums[:, :, :m]).sum(axis=2) / self.n  # (b, K)
         if self.compat:  # reference code: mean over classes 0..max(label present)
-            present_max = np.where(w[:, : self.n] > 0, self.labels_sorted[None, :], -1).max(axis=1)
+            present_max = side[:, k * (m + 1)]
             mask = np.arange(k)[None, :] <= present_max[:, None]
             return (per_class * mask).sum(axis=1) / (present_max + 1)
         return per_class.mean(axis=1)
@@ -438,10 +467,10 @@ def bootstrap_values(
     """(point metrics, {metric: the B bootstrap values}) — what :func:`bootstrap` summarises.
 
     ``indices`` (B, N): explicit resamples (row r draws samples ``indices[r]``; B = len(indices),
-    ``n_resamples`` is then ignored), e.g. to reproduce another implementation's draws. Otherwise row r is ``rng.integers(0, N, N)`` of
-    ``np.random.default_rng(seed)``, drawn row after row (so independent of ``batch_size``) and read
-    as positions in the (stable) order of increasing confidence, which saves a gather. Metrics not
-    in ``metrics`` (default: all) are NaN. ``device``: ``"cpu"`` | ``"cuda"`` | ``"auto"`` |
+    ``n_resamples`` is then ignored), e.g. to reproduce another implementation's draws. Otherwise
+    row r is ``np.random.default_rng(resample_streams(seed, B)[r]).integers(0, N, N)`` (its own
+    stream, so independent of ``batch_size`` and of the drawing threads), read as positions in the
+    (stable) order of increasing confidence, which saves a gather. Metrics not in ``metrics`` (default: all) are NaN. ``device``: ``"cpu"`` | ``"cuda"`` | ``"auto"`` |
     ``"torch-cpu"`` (module docstring); the same draws on every device.
     """
     _torch_device(device)  # an unavailable device fails before any work
@@ -450,33 +479,74 @@ def bootstrap_values(
     return point, values
 
 
+def resample_streams(seed, n_resamples: int) -> list[np.random.SeedSequence]:
+    """One independent seed sequence per resample: ``SeedSequence(seed).spawn(n_resamples)``.
+
+    Resample r draws ``np.random.default_rng(streams[r]).integers(0, N, N)``, so each resample is
+    fixed by (seed, r) alone: results depend neither on the batch size nor on how many threads draw.
+    ``seed``: an int, None (fresh entropy) or a :class:`numpy.random.SeedSequence`.
+    """
+    if isinstance(seed, np.random.SeedSequence):
+        root = seed
+    elif seed is None or (isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0):
+        root = np.random.SeedSequence(None if seed is None else int(seed))
+    else:
+        raise InputError(f"Expected `seed` to be a non-negative integer, None or a SeedSequence, but got {seed!r}")
+    return root.spawn(n_resamples)
+
+
+def _draw_threads() -> int:
+    """Threads that draw and count resamples (the CPUs this process may use)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def _run(engines, n, n_resamples, seed, indices, progress, batch_size) -> list[dict[str, np.ndarray]]:
-    """Bootstrap values of every engine on the same resamples (the same drawn samples for all)."""
+    """Bootstrap values of every engine on the same resamples (the same drawn samples for all).
+
+    Drawing and counting a resample (``integers`` + ``bincount``, ~8 ms at N = 10^6) costs about as
+    much as its metrics, so the draws of the next batch run in a thread pool while the metrics of
+    the current batch are computed (double buffering; numpy releases the GIL in both).
+    """
     if indices is not None:
         indices = _check_indices(indices, n)
         n_resamples = indices.shape[0]
     _check_settings(n_resamples, 0.5, "basic")
+    streams = resample_streams(seed, n_resamples) if indices is None else None
     size = _batch_size(n, n_resamples, batch_size)
-    rng = np.random.default_rng(seed)
     results = [{name: np.empty(n_resamples) for name in METRIC_NAMES} for _ in engines]
+    alone = indices is None and len(engines) == 1
+    # two sets of reused buffers (multiplicities, side sums): one being filled while the other is measured
+    buffers = [[(np.empty((size, e.n_padded)), np.empty((size, e.n_side))) for e in engines] for _ in range(2)]
+
+    def draw(r: int, slot: int, row: int) -> None:
+        drawn = indices[r] if indices is not None else np.random.default_rng(streams[r]).integers(0, n, n)
+        for engine, (w, side) in zip(engines, buffers[slot]):
+            # one model alone: the draws are positions in its confidence order; else sample indices
+            engine.count(drawn if alone else engine.rank[drawn], w[row], side[row])
+
+    def submit(pool, start: int, slot: int) -> list:
+        stop = min(n_resamples, start + size)
+        return [pool.submit(draw, r, slot, r - start) for r in range(start, stop)]
+
     if progress is not None:
         progress(0, n_resamples)
-    alone = indices is None and len(engines) == 1
-    buffers = [np.empty((size, e.n_padded)) for e in engines]  # reused: no fresh pages per batch
-    for start in range(0, n_resamples, size):
-        stop = min(n_resamples, start + size)
-        weights = [buf[: stop - start] for buf in buffers]
-        for row in range(stop - start):
-            drawn = indices[start + row] if indices is not None else rng.integers(0, n, n)
-            for engine, w in zip(engines, weights):
-                # one model alone: the draws are positions in its confidence order; else sample indices
-                w[row] = np.bincount(drawn if alone else engine.rank[drawn], minlength=engine.n_padded)
-        for engine, w, res in zip(engines, weights, results):
-            batch = engine.metrics(w)
-            for name in METRIC_NAMES:
-                res[name][start:stop] = batch[name]
-        if progress is not None:
-            progress(stop, n_resamples)
+    starts = list(range(0, n_resamples, size))
+    with ThreadPoolExecutor(max_workers=_draw_threads(), thread_name_prefix="calib-draw") as pool:
+        pending = submit(pool, 0, 0)
+        for i, start in enumerate(starts):
+            stop = min(n_resamples, start + size)
+            for future in pending:
+                future.result()  # re-raises a failed draw
+            pending = submit(pool, starts[i + 1], (i + 1) % 2) if i + 1 < len(starts) else []
+            for engine, (w, side), res in zip(engines, buffers[i % 2], results):
+                batch = engine.metrics(w[: stop - start], side[: stop - start])
+                for name in METRIC_NAMES:
+                    res[name][start:stop] = batch[name]
+            if progress is not None:
+                progress(stop, n_resamples)
     return results
 
 

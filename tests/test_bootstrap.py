@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -270,12 +271,13 @@ def test_many_blocks_weighted_equals_explicit():
 
 
 def test_seeded_draws_are_positions_in_confidence_order():
-    """The seeded path equals explicit indices: row r = order[rng.integers(0, N, N)]."""
+    """The seeded path equals explicit indices: row r = order[rng_r.integers(0, N, N)], where
+    rng_r is seeded by the r-th child of SeedSequence(seed)."""
     logits, labels = _data(120, 4)
     _, seeded = bootstrap_values(logits, labels, n_resamples=5, seed=9)
     _, summary, _, engine = _prepare(logits, labels, "logits", 15, None)
-    rng = np.random.default_rng(9)
-    idx = np.stack([engine.order[rng.integers(0, 120, 120)] for _ in range(5)])
+    children = np.random.SeedSequence(9).spawn(5)
+    idx = np.stack([engine.order[np.random.default_rng(c).integers(0, 120, 120)] for c in children])
     _, explicit = bootstrap_values(logits, labels, indices=idx)
     for name in METRIC_NAMES:
         np.testing.assert_allclose(seeded[name], explicit[name], rtol=0, atol=1e-12)
@@ -289,3 +291,24 @@ def test_a_subset_of_metrics_gives_the_same_intervals():
         assert set(part) == set(names)
         for name in names:
             assert part[name] == full[name]
+
+
+def test_seed_forms_and_thread_independence(monkeypatch):
+    """An int seed and SeedSequence(seed) give the same values; one drawing thread or many, the same."""
+    bs = sys.modules["calibrate_cli.bootstrap"]  # the attribute `bootstrap` is the function
+
+    logits, labels = _data(500, 5)
+    _, ref = bootstrap_values(logits, labels, n_resamples=30, seed=4, batch_size=7)
+    _, seq = bootstrap_values(logits, labels, n_resamples=30, seed=np.random.SeedSequence(4), batch_size=7)
+    monkeypatch.setattr(bs, "_draw_threads", lambda: 1)
+    _, one = bootstrap_values(logits, labels, n_resamples=30, seed=4, batch_size=7)
+    for name in METRIC_NAMES:
+        np.testing.assert_array_equal(ref[name], seq[name])
+        np.testing.assert_array_equal(ref[name], one[name])
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, "0", True])
+def test_bad_seed_is_an_input_error(seed):
+    logits, labels = _data(50, 3)
+    with pytest.raises(InputError, match="seed"):
+        bootstrap(logits, labels, n_resamples=5, seed=seed)
