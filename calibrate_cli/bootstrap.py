@@ -192,7 +192,7 @@ class _Resampler:
             columns += [np.where(inf, 0.0, nll), inf.astype(np.float64), s.brier[o], top5, s99, s99 * correct]
         self.classwise_col = len(columns)
         if self.classwise:
-            self._init_classwise(scores_probs, s.labels, columns)
+            self._init_classwise(scores_probs, s.labels, s.classwise.count, columns)
         # per-resample side sums made where the row is counted (see `count`): classwise sums per
         # (class, slot) outside the base slots, then (compat) the largest label drawn
         self.n_side = (self.k * (self.m + 1) + (1 if self.compat else 0)) if self.classwise else 0
@@ -201,28 +201,36 @@ class _Resampler:
         self.x_blocks = x.reshape(self.n_blocks, self.block, len(columns))
         self.x3_blocks = np.ascontiguousarray(self.x_blocks[:, :, :3])
 
-    def _init_classwise(self, p: np.ndarray, labels: np.ndarray, columns: list) -> None:
+    def _init_classwise(self, p: np.ndarray, labels: np.ndarray, class_counts: np.ndarray, columns: list) -> None:
         """Per (sample, class): the slot (bin, or M for none) of p_ik and v_ik = [y_i = k] − p_ik.
 
-        ``p``/``labels`` in the original sample order; the sparse matrix rows are sorted positions.
+        ``p``/``labels`` in the original sample order; ``class_counts`` (K, M) the summary's classwise
+        bin counts. Each class's most populated slot is its base slot; only the (i, k) outside it go
+        into the sparse matrix, whose columns are the sorted sample positions.
         """
         import scipy.sparse
 
         n, k, m = self.n, self.k, self.m
         edges = torch_linspace_edges(m) if self.compat else uniform_edges(m)
-        slot = assign_bins(p, edges, lowest_closed=self.lowest_closed)  # (N, K) in [-1, M)
-        if not self.lowest_closed:
-            slot[slot < 0] = m  # slot M: in no bin (compat mode only)
+        counts = np.zeros((k, m + 1), dtype=np.int64)
+        counts[:, :m] = class_counts
+        counts[:, m] = n - class_counts.sum(axis=1)  # in no bin (compat mode: p ≤ e_0)
+        self.base_slot = counts.argmax(axis=1)
+        # the base slot's interval (lo, hi], open at the ends where the binning is
+        lo = np.concatenate([[-np.inf] if self.lowest_closed else edges[:1], edges[1:m], [-np.inf]])
+        hi = np.concatenate([edges[1:m], [np.inf], edges[:1]])
+        lo, hi = lo[self.base_slot].astype(p.dtype), hi[self.base_slot].astype(p.dtype)
+        off = (p <= lo[None, :]) | (p > hi[None, :])  # outside the base slot, compared in p's dtype
         v = -p.astype(np.float64)
         v[np.arange(n), labels] += 1.0
-        counts = np.bincount((slot + np.arange(k) * (m + 1)).ravel(), minlength=k * (m + 1)).reshape(k, m + 1)
-        self.base_slot = counts.argmax(axis=1)  # per class, the most populated slot
         columns.extend(v[self.order].T)  # class totals Σ w ([y = k] − p_k), in sorted order
-        off = slot != self.base_slot[None, :]
-        off = off[self.order]  # rows in sorted order, so the CSR needs no sort
-        rows, cols = np.nonzero(off)
+        rows, cols = np.nonzero(off[self.order])  # rows in sorted order, so the CSR needs no sort
         orig = self.order[rows]
-        keys = cols * (m + 1) + slot[orig, cols]
+        p_off = p[orig, cols]
+        slot = assign_bins(p_off, edges, lowest_closed=self.lowest_closed)
+        if not self.lowest_closed:
+            slot[slot < 0] = m  # slot M: in no bin (compat mode only)
+        keys = cols * (m + 1) + slot
         indptr = np.zeros(self.n_padded + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows, minlength=self.n_padded), out=indptr[1:])
         # (K·(M+1), N_padded) CSR: this @ w = per-(class, slot) sums outside the base slots

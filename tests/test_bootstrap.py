@@ -80,17 +80,28 @@ def test_weighted_resamples_equal_explicit_resampling(n, k, compat):
                 assert values[name][r] == pytest.approx(ref[name], abs=1e-10), (name, r)
 
 
-def test_weighted_equals_explicit_with_ties_and_probabilities():
-    """Many tied confidences (values on bin edges) and a zero true-class probability (NLL = inf)."""
+@pytest.mark.parametrize("compat", [None, "focal-calibration"])
+@pytest.mark.parametrize(
+    "share",
+    [
+        None,  # spread out
+        [0.6, 0.1, 0.05, 0.05, 0.05, 0.05, 0.05, 0.025, 0.025],  # p1 mostly 0: lowest slot (or none)
+        [0.05, 0.05, 0.05, 0.05, 0.1, 0.6, 0.05, 0.025, 0.025],  # mostly 0.6, with its bin's lower edge 8/15
+    ],
+)
+def test_weighted_equals_explicit_with_ties_and_probabilities(share, compat):
+    """Many tied confidences (values on bin edges) and a zero true-class probability (NLL = inf);
+    the commonest classwise slot of a class at the bottom, in no bin (compat) or inside."""
     rng = np.random.default_rng(5)
     n = 120
-    p1 = rng.choice([0.0, 0.2, 0.5, 0.6, 0.8, 0.99, 1.0], size=n)
+    p1 = rng.choice([0.0, 1 / 15, 0.2, 0.5, 8 / 15, 0.6, 0.8, 0.99, 1.0], size=n, p=share)
     probs = np.stack([1 - p1, p1], axis=1)
     labels = rng.integers(0, 2, n)
+    labels[np.isin(p1, [1 / 15, 8 / 15])] = 1  # on-edge classwise bins of the opposite sign to their neighbours
     idx = rng.integers(0, n, size=(6, n))
-    _, values = bootstrap_values(probs, labels, input_kind="probs", indices=idx)
+    _, values = bootstrap_values(probs, labels, input_kind="probs", indices=idx, compat=compat)
     for r in range(idx.shape[0]):
-        ref = _explicit(probs, labels, idx[r], input_kind="probs")
+        ref = _explicit(probs, labels, idx[r], input_kind="probs", compat=compat)
         for name in METRIC_NAMES:
             if ref[name] is None:
                 assert np.isnan(values[name][r])
