@@ -17,15 +17,19 @@ is a weighted sum over them:
   is obtained as the class total minus the other bins, so only the few (i, k) outside it are touched;
 - NLL, Brier, accuracy, top-5, mean confidence and S99 are weighted means (one matrix product).
 
-Resamples are processed in batches of ``batch_size`` rows of N multiplicities (memory ~ 50 bytes ×
-batch_size × N; the default keeps it near 200 MB); the results do not depend on the batch size.
+Resamples are processed in batches of ``batch_size`` rows of N multiplicities (two buffers of
+8 bytes × batch_size × N; the default keeps each near 64 MB); the results do not depend on the
+batch size.
+
+Resample r draws from its own stream (:func:`resample_streams`), so the draws and counts of the
+next batch run in a thread pool while the metrics of the current batch are computed.
 
 ``device`` chooses where the per-batch work runs: ``"cpu"`` (default) this numpy engine;
 ``"cuda"`` torch on the GPU; ``"torch-cpu"`` the same torch code on the CPU (to test it without a
-GPU); ``"auto"`` cuda when torch and a GPU are available, else numpy. The draws and multiplicity
-counts are always made in numpy with the same Generator and batches, and the set-up is shared, so a
-torch device computes on the very same multiplicity rows (all metrics, classwise-ECE via a sparse
-CSR product, in float64): results equal the numpy path's up to float64 summation order.
+GPU); ``"auto"`` cuda when torch and a GPU are available, else numpy. The draws, multiplicity
+counts and classwise sparse sums are always made in numpy, and the set-up is shared, so a torch
+device computes on the very same multiplicity rows (in float64): results equal the numpy path's
+up to float64 summation order.
 
 Intervals (θ̂ the metric on the data, q_a the a-quantile of the B bootstrap values, computed by
 ``np.percentile`` with its default linear interpolation, α = 1 − level):
@@ -66,6 +70,7 @@ __all__ = [
     "compare",
     "confidence_interval",
     "resample_streams",
+    "resolve_device",
 ]
 
 DEFAULT_N_RESAMPLES = 1000
@@ -409,6 +414,18 @@ def _torch_device(device: str):
             return None
         raise InputError("device 'cuda' needs a CUDA GPU, but torch sees none (use --device cpu or auto)")
     return torch.device("cuda")
+
+
+def resolve_device(device: str) -> str:
+    """Where ``device`` runs the resampling here: ``"cpu"`` (numpy), ``"cuda"`` or ``"torch-cpu"``.
+
+    ``"auto"`` resolves to ``"cuda"`` when torch and a GPU are there, else ``"cpu"``. Raises
+    InputError for an unknown device, or for ``"cuda"``/``"torch-cpu"`` without torch or a GPU.
+    """
+    torch_device = _torch_device(device)
+    if torch_device is None:
+        return "cpu"
+    return "cuda" if torch_device.type == "cuda" else "torch-cpu"
 
 
 def _on_device(engines: list, device: str) -> list:

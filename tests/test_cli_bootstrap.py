@@ -246,3 +246,27 @@ def test_unknown_device_exits_2(runner, files):
     paths, _, _ = files
     result = runner.invoke(cli, ["eval", paths["logits"], paths["labels"], "--bootstrap", "5", "--device", "tpu"])
     assert result.exit_code == 2 and "tpu" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["eval", "compare"])
+def test_torch_device_without_bootstrap_is_a_usage_error(runner, files, command):
+    """--device only moves the bootstrap: asking for cuda/torch-cpu without one is refused, not ignored."""
+    paths, _, _ = files
+    args = [command, paths["logits"], paths["labels"]]
+    args += [paths["sharp"], paths["labels"]] if command == "compare" else []
+    for device in ("cuda", "torch-cpu"):
+        result = runner.invoke(cli, args + ["--bootstrap", "0", "--device", device])
+        assert result.exit_code == 2, result.output
+        assert "--bootstrap" in result.stderr and device in result.stderr
+    assert runner.invoke(cli, args + ["--bootstrap", "0", "--device", "auto"]).exit_code == 0
+
+
+@pytest.mark.parametrize("command", ["eval", "compare"])
+def test_json_records_where_the_bootstrap_ran(runner, files, command):
+    paths, _, _ = files
+    args = [command, paths["logits"], paths["labels"]]
+    args += [paths["sharp"], paths["labels"]] if command == "compare" else []
+    args += ["--bootstrap", "8", "--format", "json"]
+    assert _json(runner.invoke(cli, args))["bootstrap"]["device"] == "cpu"
+    pytest.importorskip("torch")
+    assert _json(runner.invoke(cli, args + ["--device", "torch-cpu"]))["bootstrap"]["device"] == "torch-cpu"

@@ -12,7 +12,7 @@ from rich.table import Table
 from .._version import __version__
 from ..bootstrap import DEFAULT_N_RESAMPLES
 from . import render
-from .options import binning_options, bootstrap_options, load_inputs, output_options
+from .options import binning_options, bootstrap_options, check_device_use, load_inputs, output_options
 
 PROGRESS_MIN_WORK = 10_000_000
 
@@ -115,8 +115,9 @@ def compare_command(
       calib compare val_logits.npy y.npy val_logits_T.npy y.npy --ci-method percentile
       calib compare a.npy y.npy b.npy y.npy --bootstrap 10000 --device cuda
     """
-    from ..bootstrap import compare
+    from ..bootstrap import compare, resolve_device
 
+    check_device_use(device, n_resamples)
     a, ya, a_labels_name = load_inputs(a_scores, a_labels, None)
     b, yb, b_labels_name = load_inputs(b_scores, b_labels, None)
     n = len(ya)
@@ -138,7 +139,10 @@ def compare_command(
             label_names=(a_labels_name, b_labels_name),
             device=device,
         )
-    boot = {"n_resamples": n_resamples, "level": ci_level, "method": ci_method, "seed": seed} if n_resamples else None
+    boot = None
+    if n_resamples:
+        boot = {"n_resamples": n_resamples, "level": ci_level, "method": ci_method, "seed": seed}
+        boot["device"] = resolve_device(device)
     paths = {"a_scores": a_scores, "a_labels": a_labels_name, "b_scores": b_scores, "b_labels": b_labels_name}
     payload = compare_payload(comparison, paths, input_kind, boot)
     if fmt == "json":

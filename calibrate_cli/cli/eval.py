@@ -14,6 +14,7 @@ from . import render
 from .options import (
     binning_options,
     bootstrap_options,
+    check_device_use,
     gate_on_option,
     gate_options,
     load_inputs,
@@ -138,6 +139,7 @@ def eval_command(
     """
     if gate_on != "point" and not n_resamples:
         raise click.UsageError(f"--gate-on {gate_on} needs --bootstrap B (B > 0)")
+    check_device_use(device, n_resamples)
     gates = parse_gates(fail_above, fail_below)
     if plot_path:
         from ..plots import check_figure_path
@@ -156,7 +158,7 @@ def eval_command(
     )
     intervals, boot = None, None
     if n_resamples:
-        from ..bootstrap import bootstrap
+        from ..bootstrap import bootstrap, resolve_device
 
         with render.progress_bar("bootstrap", enabled=n_resamples * report.n > PROGRESS_MIN_WORK) as progress:
             intervals = bootstrap(
@@ -172,7 +174,14 @@ def eval_command(
                 progress=progress,
                 device=device,
             )
-        boot = {"n_resamples": n_resamples, "level": ci_level, "method": ci_method, "seed": seed, "gate_on": gate_on}
+        boot = {
+            "n_resamples": n_resamples,
+            "level": ci_level,
+            "method": ci_method,
+            "seed": seed,
+            "gate_on": gate_on,
+            "device": resolve_device(device),
+        }
     results = check_gates(report.metrics, gates, gated_on=gate_on, intervals=intervals)
     if plot_path:
         from ..plots import eval_figure, save_figure

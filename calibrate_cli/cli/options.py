@@ -120,6 +120,14 @@ def bootstrap_options(default_resamples: int = 0):
     return decorate
 
 
+def check_device_use(device: str, n_resamples: int) -> None:
+    """--device cuda / torch-cpu only moves the bootstrap: refuse it without one (auto is harmless)."""
+    if device in ("cuda", "torch-cpu") and not n_resamples:
+        raise click.UsageError(
+            f"--device {device} applies to the bootstrap: add --bootstrap B (B > 0); the metrics pass runs on the CPU"
+        )
+
+
 def gate_on_option(func):
     return click.option(
         "--gate-on",
