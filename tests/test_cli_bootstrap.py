@@ -42,6 +42,11 @@ def files(tmp_path):
     return {name: str(p) for name, p in paths.items()}, logits, labels
 
 
+def _inputs(command: str, paths: dict) -> list[str]:
+    """The positional arguments of `eval` (one model) or `compare` (two models, same labels)."""
+    return [command, paths["logits"], paths["labels"]] + ([paths["sharp"], paths["labels"]] if command == "compare" else [])
+
+
 def _json(result):
     assert result.exit_code in (0, 1), result.output + result.stderr
     return json.loads(result.stdout)
@@ -228,8 +233,7 @@ def test_device_needing_missing_torch_exits_2_with_one_line(runner, files, monke
 
     monkeypatch.setitem(sys.modules, "torch", None)
     paths, _, _ = files
-    args = [command, paths["logits"], paths["labels"]]
-    args += [paths["sharp"], paths["labels"]] if command == "compare" else []
+    args = _inputs(command, paths)
     for device in ("cuda", "torch-cpu"):
         result = runner.invoke(cli, args + ["--bootstrap", "10", "--device", device])
         assert result.exit_code == 2, result.output
@@ -252,8 +256,7 @@ def test_unknown_device_exits_2(runner, files):
 def test_torch_device_without_bootstrap_is_a_usage_error(runner, files, command):
     """--device only moves the bootstrap: asking for cuda/torch-cpu without one is refused, not ignored."""
     paths, _, _ = files
-    args = [command, paths["logits"], paths["labels"]]
-    args += [paths["sharp"], paths["labels"]] if command == "compare" else []
+    args = _inputs(command, paths)
     for device in ("cuda", "torch-cpu"):
         result = runner.invoke(cli, args + ["--bootstrap", "0", "--device", device])
         assert result.exit_code == 2, result.output
@@ -264,8 +267,7 @@ def test_torch_device_without_bootstrap_is_a_usage_error(runner, files, command)
 @pytest.mark.parametrize("command", ["eval", "compare"])
 def test_json_records_where_the_bootstrap_ran(runner, files, command):
     paths, _, _ = files
-    args = [command, paths["logits"], paths["labels"]]
-    args += [paths["sharp"], paths["labels"]] if command == "compare" else []
+    args = _inputs(command, paths)
     args += ["--bootstrap", "8", "--format", "json"]
     assert _json(runner.invoke(cli, args))["bootstrap"]["device"] == "cpu"
     pytest.importorskip("torch")
