@@ -22,7 +22,7 @@ class TorchResampler:
         self.device = device
         self.n, self.k, self.m = e.n, e.k, e.m
         self.n_padded, self.n_blocks, self.block, self.n_side = e.n_padded, e.n_blocks, e.block, e.n_side
-        self.rank = e.rank  # used by the draws in `_run`
+        self.rank, self.order = e.rank, e.order  # used by the draws in `_run`
         t = lambda a: torch.as_tensor(np.ascontiguousarray(a), device=device)  # noqa: E731
         self.x_blocks = t(e.x_blocks)
         self.x3_blocks = t(e.x3_blocks)

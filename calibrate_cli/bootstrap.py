@@ -46,7 +46,7 @@ import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Literal, Sequence
+from typing import Callable, Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -474,6 +474,48 @@ def _check_indices(indices, n: int) -> np.ndarray:
     return indices
 
 
+MetricFn = Callable[[np.ndarray, np.ndarray], float]
+Metrics = Sequence["str | MetricFn"] | Mapping[str, "str | MetricFn"] | None
+
+
+def _metric_spec(metrics: Metrics) -> tuple[list[str] | None, dict[str, MetricFn]]:
+    """(built-in metric names or None for all, {name: custom metric function}) of ``metrics``.
+
+    Items are names from METRIC_NAMES or callables ``fn(scores, labels) -> float`` (named by their
+    ``__name__``); a mapping names its entries itself.
+    """
+    if metrics is None:
+        return None, {}
+    if isinstance(metrics, str):
+        raise InputError(f"Expected `metrics` to be a list of metric names or functions, but got the string {metrics!r}")
+    items = list(metrics.items()) if isinstance(metrics, Mapping) else [(None, m) for m in metrics]
+    builtin: list[str] = []
+    custom: dict[str, MetricFn] = {}
+    for key, item in items:
+        if isinstance(item, str):
+            if item not in METRIC_NAMES:
+                raise InputError(f"unknown metric {item!r}; choose from {', '.join(METRIC_NAMES)} or pass a function")
+            builtin.append(item)
+        elif callable(item):
+            name = key if key is not None else getattr(item, "__name__", None)
+            if not isinstance(name, str) or not name or name == "<lambda>":
+                raise InputError("a custom metric needs a name: pass {name: function} or a named function")
+            if name in METRIC_NAMES or name in custom:
+                raise InputError(f"custom metric name {name!r} is already taken; pass {{other_name: function}}")
+            custom[name] = item
+        else:
+            raise InputError(f"Expected a metric name or a function, but got {item!r}")
+    return builtin, custom
+
+
+def _custom_value(name: str, fn: MetricFn, scores, labels) -> float:
+    value = fn(scores, labels)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"custom metric {name!r} returned {value!r}, not a number") from None
+
+
 def bootstrap_values(
     scores,
     labels,
@@ -486,7 +528,7 @@ def bootstrap_values(
     indices: np.ndarray | None = None,
     progress: Progress | None = None,
     batch_size: int | None = None,
-    metrics: Sequence[str] | None = None,
+    metrics: Metrics = None,
     device: str = DEFAULT_DEVICE,
 ) -> tuple[dict, dict[str, np.ndarray]]:
     """(point metrics, {metric: the B bootstrap values}) — what :func:`bootstrap` summarises.
@@ -495,12 +537,20 @@ def bootstrap_values(
     ``n_resamples`` is then ignored), e.g. to reproduce another implementation's draws. Otherwise
     row r is ``np.random.default_rng(resample_streams(seed, B)[r]).integers(0, N, N)`` (its own
     stream, so independent of ``batch_size`` and of the drawing threads), read as positions in the
-    (stable) order of increasing confidence, which saves a gather. Metrics not in ``metrics`` (default: all) are NaN. ``device``: ``"cpu"`` | ``"cuda"`` | ``"auto"`` |
-    ``"torch-cpu"`` (module docstring); the same draws on every device.
+    (stable) order of increasing confidence, which saves a gather. Built-in metrics not in
+    ``metrics`` (default: all) may be left NaN; custom metric functions in ``metrics`` (see
+    :func:`bootstrap`) get their point value and B values under their names. ``device``: ``"cpu"``
+    | ``"cuda"`` | ``"auto"`` | ``"torch-cpu"`` (module docstring); the same draws on every device.
     """
     _torch_device(device)  # an unavailable device fails before any work
-    _, summary, point, engine = _prepare(scores, labels, input_kind, n_bins, compat, wanted=metrics)
-    values = _run(_on_device([engine], device), summary.n, n_resamples, seed, indices, progress, batch_size)[0]
+    builtin, custom = _metric_spec(metrics)
+    _, summary, point, engine = _prepare(scores, labels, input_kind, n_bins, compat, wanted=builtin)
+    data = None
+    if custom:
+        data = (np.asarray(scores), np.asarray(labels))
+        point = dict(point) | {name: _custom_value(name, fn, *data) for name, fn in custom.items()}
+    engines = _on_device([engine], device)
+    values = _run(engines, summary.n, n_resamples, seed, indices, progress, batch_size, custom, data)[0]
     return point, values
 
 
@@ -528,13 +578,18 @@ def _draw_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _run(engines, n, n_resamples, seed, indices, progress, batch_size) -> list[dict[str, np.ndarray]]:
+def _run(
+    engines, n, n_resamples, seed, indices, progress, batch_size, custom=None, data=None
+) -> list[dict[str, np.ndarray]]:
     """Bootstrap values of every engine on the same resamples (the same drawn samples for all).
 
     Drawing and counting a resample (``integers`` + ``bincount``, ~8 ms at N = 10^6) costs about as
     much as its metrics, so the draws of the next batch run in a thread pool while the metrics of
-    the current batch are computed (double buffering; numpy releases the GIL in both).
+    the current batch are computed (double buffering; numpy releases the GIL in both). ``custom``
+    ({name: fn}, one engine only): functions called in this thread on ``data`` = (scores, labels)
+    indexed by each resample's sample indices.
     """
+    custom = custom or {}
     if indices is not None:
         indices = _check_indices(indices, n)
         n_resamples = indices.shape[0]
@@ -542,15 +597,19 @@ def _run(engines, n, n_resamples, seed, indices, progress, batch_size) -> list[d
     streams = resample_streams(seed, n_resamples) if indices is None else None
     size = _batch_size(n, n_resamples, batch_size)
     results = [{name: np.empty(n_resamples) for name in METRIC_NAMES} for _ in engines]
+    results[0].update({name: np.empty(n_resamples) for name in custom})
     alone = indices is None and len(engines) == 1
     # two sets of reused buffers (multiplicities, side sums): one being filled while the other is measured
     buffers = [[(np.empty((size, e.n_padded)), np.empty((size, e.n_side))) for e in engines] for _ in range(2)]
+    drawn_samples = [np.empty((size, n), dtype=np.int64) for _ in range(2)] if custom else None
 
     def draw(r: int, slot: int, row: int) -> None:
         drawn = indices[r] if indices is not None else np.random.default_rng(streams[r]).integers(0, n, n)
         for engine, (w, side) in zip(engines, buffers[slot]):
             # one model alone: the draws are positions in its confidence order; else sample indices
             engine.count(drawn if alone else engine.rank[drawn], w[row], side[row])
+        if custom:
+            drawn_samples[slot][row] = engines[0].order[drawn] if alone else drawn
 
     def submit(pool, start: int, slot: int) -> list:
         stop = min(n_resamples, start + size)
@@ -570,18 +629,20 @@ def _run(engines, n, n_resamples, seed, indices, progress, batch_size) -> list[d
                 batch = engine.metrics(w[: stop - start], side[: stop - start])
                 for name in METRIC_NAMES:
                     res[name][start:stop] = batch[name]
+            for row in range(stop - start):
+                sample = drawn_samples[i % 2][row] if custom else None
+                for name, fn in custom.items():
+                    results[0][name][start + row] = _custom_value(name, fn, data[0][sample], data[1][sample])
             if progress is not None:
                 progress(stop, n_resamples)
     return results
 
 
-def _selected(point: dict, metrics: Sequence[str] | None) -> list[str]:
-    if metrics is None:
+def _selected(point: dict, metrics: Metrics) -> list[str]:
+    builtin, custom = _metric_spec(metrics)
+    if builtin is None:
         return [name for name in METRIC_NAMES if point.get(name) is not None]
-    unknown = [m for m in metrics if m not in METRIC_NAMES]
-    if unknown:
-        raise InputError(f"unknown metric {unknown[0]!r}; choose from {', '.join(METRIC_NAMES)}")
-    return list(metrics)
+    return builtin + list(custom)
 
 
 def bootstrap(
@@ -595,7 +656,7 @@ def bootstrap(
     seed=DEFAULT_SEED,
     n_bins: int = DEFAULT_N_BINS,
     compat: str | None = None,
-    metrics: Sequence[str] | None = None,
+    metrics: Metrics = None,
     indices: np.ndarray | None = None,
     progress: Progress | None = None,
     batch_size: int | None = None,
@@ -604,7 +665,11 @@ def bootstrap(
     """Bootstrap confidence intervals of every metric of ``calib eval`` (SPEC §4).
 
     ``metrics``: names from :data:`~calibrate_cli.metrics.METRIC_NAMES` (default: every metric that
-    is defined on the data). A metric whose point value is infinite (NLL with a zero probability)
+    is defined on the data) and/or your own metric functions ``fn(scores, labels) -> float``, as a
+    list (a function is named by its ``__name__``) or a ``{name: function}`` mapping. A function is
+    called on the arrays you passed, indexed by each resample's sample indices (the same draws as
+    the built-in metrics; it runs once per resample, so it sets the speed); NaN marks a resample on
+    which it is undefined. A metric whose point value is infinite (NLL with a zero probability)
     gets no interval. ``device``: where the resampling runs (``"cpu"`` numpy, ``"cuda"``,
     ``"auto"``, ``"torch-cpu"``; same draws, same results up to float64 rounding). ``progress(done, total)`` is called after each batch. Same seed (and same
     data), same intervals, whatever ``batch_size``.
@@ -615,6 +680,11 @@ def bootstrap(
     >>> ci = bootstrap(logits, labels, n_resamples=200, metrics=["ece"])["ece"]
     >>> ci.low < ci.point < ci.high
     True
+    >>> def top2(scores, labels):
+    ...     return float(np.mean((np.argsort(-scores, axis=1)[:, :2] == labels[:, None]).any(axis=1)))
+    >>> cis = bootstrap(logits, labels, n_resamples=100, metrics=["ece", top2])
+    >>> sorted(cis)
+    ['ece', 'top2']
     """
     _check_settings(n_resamples, level, method)
     if metrics is not None:

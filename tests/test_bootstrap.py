@@ -323,3 +323,60 @@ def test_bad_seed_is_an_input_error(seed):
     logits, labels = _data(50, 3)
     with pytest.raises(InputError, match="seed"):
         bootstrap(logits, labels, n_resamples=5, seed=seed)
+
+
+# ---------------------------------------------------------------- custom metric functions
+
+
+def _top1(scores, labels):
+    return float(np.mean(np.argmax(scores, axis=1) == labels))
+
+
+def test_custom_metric_sees_the_same_resamples_as_the_builtin_ones():
+    """A hand-written accuracy resampled alongside the built-in one: the same values, resample by resample."""
+    logits, labels = _data(700, 6)
+    point, values = bootstrap_values(logits, labels, n_resamples=40, seed=2, batch_size=9, metrics=["accuracy", _top1])
+    assert point["_top1"] == pytest.approx(point["accuracy"], abs=1e-15)
+    np.testing.assert_allclose(values["_top1"], values["accuracy"], rtol=0, atol=1e-12)
+
+
+def test_custom_metric_on_explicit_indices_and_mapping_names():
+    logits, labels = _data(50, 3)
+    idx = np.random.default_rng(0).integers(0, 50, size=(5, 50))
+
+    def first_label(scores, labels):
+        return float(labels[0])
+
+    point, values = bootstrap_values(logits, labels, indices=idx, metrics={"first": first_label})
+    assert point["first"] == labels[0]
+    np.testing.assert_array_equal(values["first"], labels[idx[:, 0]])
+
+
+def test_custom_metric_interval_leaves_out_nan_resamples():
+    logits, labels = _data(200, 4)
+    calls = []
+
+    def sometimes(scores, labels):
+        calls.append(1)
+        return float("nan") if len(calls) % 2 == 0 else float(np.mean(labels))
+
+    ci = bootstrap(logits, labels, n_resamples=20, metrics=[sometimes])["sometimes"]
+    assert ci.n_resamples == 10 and len(calls) == 21  # the point value, then 20 resamples
+
+
+@pytest.mark.parametrize(
+    "metrics, message",
+    [
+        ([lambda s, y: 0.0], "needs a name"),
+        ({"ece": _top1}, "already taken"),
+        ([_top1, {"x": 1}], "metric name or a function"),
+        ("ece", "string"),
+        ([lambda s, y: "high"], "needs a name"),
+        ({"text": lambda s, y: "high"}, "not a number"),
+        (["ecee"], "unknown metric"),
+    ],
+)
+def test_bad_custom_metrics_are_input_errors(metrics, message):
+    logits, labels = _data(30, 3)
+    with pytest.raises(InputError, match=message):
+        bootstrap(logits, labels, n_resamples=3, metrics=metrics)

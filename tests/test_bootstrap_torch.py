@@ -198,3 +198,15 @@ def test_cli_cuda_without_a_gpu_exits_2_with_one_line(runner, paths, command):
     assert result.exit_code == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("Error:") and "CUDA" in lines[0]
+
+
+def test_custom_metric_on_the_torch_path_sees_the_same_draws():
+    logits, labels = _data(400, 5, seed=8)
+
+    def mean_label(scores, labels):
+        return float(np.mean(labels))
+
+    _, ref = bootstrap_values(logits, labels, n_resamples=12, seed=3, metrics=["ece", mean_label])
+    _, got = bootstrap_values(logits, labels, n_resamples=12, seed=3, metrics=["ece", mean_label], device="torch-cpu")
+    np.testing.assert_array_equal(ref["mean_label"], got["mean_label"])
+    np.testing.assert_allclose(got["ece"], ref["ece"], rtol=0, atol=1e-12)
