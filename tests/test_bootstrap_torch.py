@@ -139,16 +139,6 @@ def test_importing_calib_does_not_import_torch():
 
 
 @pytest.fixture
-def runner():
-    from click.testing import CliRunner
-
-    try:
-        return CliRunner(mix_stderr=False)
-    except TypeError:  # click ≥ 8.2 keeps stderr apart by default
-        return CliRunner()
-
-
-@pytest.fixture
 def paths(tmp_path):
     logits, labels = _data(300, 5, seed=8)
     p = {"logits": tmp_path / "logits.npy", "labels": tmp_path / "labels.npy", "sharp": tmp_path / "sharp.npy"}

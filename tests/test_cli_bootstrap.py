@@ -6,18 +6,9 @@ import json
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 from calibrate_cli.bootstrap import bootstrap, compare
 from calibrate_cli.cli import cli
-
-
-@pytest.fixture
-def runner():
-    try:
-        return CliRunner(mix_stderr=False)
-    except TypeError:  # click ≥ 8.2 keeps stderr apart by default
-        return CliRunner()
 
 
 @pytest.fixture

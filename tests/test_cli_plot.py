@@ -6,19 +6,10 @@ import json
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 from calibrate_cli.cli import cli
 
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture()
-def runner():
-    try:
-        return CliRunner(mix_stderr=False)
-    except TypeError:  # click ≥ 8.2 always separates stderr
-        return CliRunner()
 
 
 @pytest.fixture()
