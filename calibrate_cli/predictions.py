@@ -42,13 +42,14 @@ class Predictions:
     def k(self) -> int:
         return int(self.scores.shape[1])
 
-    def row_chunks(self, elements: int = _CHUNK_ELEMENTS) -> Iterator[slice]:
+    def row_chunks(self, elements: int | None = None) -> Iterator[slice]:
         """Row slices of at most ``elements`` score values each (at least one row)."""
         yield from row_chunks(self.n, self.k, elements)
 
 
-def row_chunks(n: int, k: int, elements: int = _CHUNK_ELEMENTS) -> Iterator[slice]:
-    step = max(1, elements // max(k, 1))
+def row_chunks(n: int, k: int, elements: int | None = None) -> Iterator[slice]:
+    """Row slices of at most ``elements`` (default ``_CHUNK_ELEMENTS``) values each, at least one row."""
+    step = max(1, (_CHUNK_ELEMENTS if elements is None else elements) // max(k, 1))
     for start in range(0, n, step):
         yield slice(start, min(n, start + step))
 

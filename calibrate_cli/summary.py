@@ -17,6 +17,7 @@ import numpy as np
 
 from .binning import BinStats, assign_bins, torch_linspace_edges, uniform_edges
 from .errors import InputError
+from .parallel import map_chunks
 from .predictions import Predictions
 from .probabilities import softmax_and_log_normalizer
 
@@ -98,7 +99,8 @@ def summarize(
     cw_sum_p = np.zeros((k, n_bins))
     cw_sum_y = np.zeros((k, n_bins))
 
-    for rows in predictions.row_chunks():
+    def one_chunk(rows: slice):
+        """Fill the per-sample arrays on ``rows``; return the chunk's classwise statistics."""
         y = labels[rows]
         r = np.arange(y.shape[0])
         scores = predictions.scores[rows]
@@ -125,11 +127,14 @@ def summarize(
         residual = p.astype(np.float64, copy=True)
         residual[r, y] -= 1.0
         brier[rows] = np.einsum("ij,ij->i", residual, residual)
-        if classwise:
-            c, sp, sy = _class_bin_statistics(p, y, edges, lowest_closed)
-            cw_count += c
-            cw_sum_p += sp
-            cw_sum_y += sy
+        return _class_bin_statistics(p, y, edges, lowest_closed) if classwise else None
+
+    # chunks run in parallel; their classwise sums are added in chunk order (thread-count independent)
+    for stats in map_chunks(one_chunk, predictions.row_chunks()):
+        if stats is not None:
+            cw_count += stats[0]
+            cw_sum_p += stats[1]
+            cw_sum_y += stats[2]
 
     classwise_stats = (
         BinStats(edges=edges, count=cw_count, sum_conf=cw_sum_p, sum_correct=cw_sum_y, n=n) if classwise else None

@@ -32,6 +32,7 @@ import numpy as np
 
 from .errors import InputError
 from .metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins
+from .parallel import map_chunks
 from .predictions import InputKind, _check_scores, as_predictions, row_chunks
 from .probabilities import softmax
 from .summary import check_compat
@@ -237,13 +238,19 @@ def _grid_objectives(data, temps, objective, n_bins, compat, progress) -> np.nda
     else:
         conf = np.empty((n_t, data.n), dtype=work_dtype)
         correct = np.empty((n_t, data.n), dtype=bool)
-    for rows in row_chunks(data.n, n_t * data.k, _GRID_CHUNK_ELEMENTS):
+
+    def one_chunk(rows: slice):
         out = _grid_chunk(data.rows(rows), data.labels[rows], temps, objective, compat)
         if objective == "nll":
-            sums += out.sum(axis=0)
-        else:
-            conf[:, rows] = out[0].T
-            correct[:, rows] = out[1].T
+            return rows, out.sum(axis=0)
+        conf[:, rows] = out[0].T
+        correct[:, rows] = out[1].T
+        return rows, None
+
+    # chunks run in parallel; NLL sums are added in chunk order (thread-count independent)
+    for rows, chunk_sums in map_chunks(one_chunk, row_chunks(data.n, n_t * data.k, _GRID_CHUNK_ELEMENTS)):
+        if chunk_sums is not None:
+            sums += chunk_sums
         if progress is not None:
             progress(rows.stop, data.n)
     if objective == "nll":
@@ -259,8 +266,8 @@ def _nll_pass(data: _Data, beta: float) -> tuple[float, float, float]:
     NLL = (1/N) Σ_i [log Σ_k e^{β d_ik} − β d_iy],  NLL'(β) = (1/N) Σ_i (E_p[d_i] − d_iy),
     NLL''(β) = (1/N) Σ_i Var_p[d_i] ≥ 0 (so NLL is convex in β).
     """
-    total = grad = var = 0.0
-    for rows in row_chunks(data.n, data.k):
+
+    def one_chunk(rows: slice) -> tuple[float, float, float]:
         z = data.rows(rows)
         r = np.arange(z.shape[0])
         d = z - z.max(axis=1, keepdims=True)
@@ -272,9 +279,17 @@ def _nll_pass(data: _Data, beta: float) -> tuple[float, float, float]:
         ed = e * d
         m1 = ed.sum(axis=1) / s
         m2 = np.einsum("ij,ij->i", ed, d) / s
-        total += float(np.sum(np.log(s) - beta * d_y))
-        grad += float(np.sum(m1 - d_y))
-        var += float(np.sum(np.maximum(m2 - m1 * m1, 0.0)))
+        return (
+            float(np.sum(np.log(s) - beta * d_y)),
+            float(np.sum(m1 - d_y)),
+            float(np.sum(np.maximum(m2 - m1 * m1, 0.0))),
+        )
+
+    total = grad = var = 0.0
+    for chunk_total, chunk_grad, chunk_var in map_chunks(one_chunk, row_chunks(data.n, data.k)):  # in chunk order
+        total += chunk_total
+        grad += chunk_grad
+        var += chunk_var
     return total / data.n, grad / data.n, var / data.n
 
 

@@ -205,9 +205,26 @@ def test_chunked_pass_equals_single_chunk(monkeypatch):
     logits, labels = random_logits(1000, 10, seed=12)
     whole = calib.evaluate(logits, labels).metrics
     monkeypatch.setattr(predictions, "_CHUNK_ELEMENTS", 70)  # 7 rows per chunk
+    assert len(list(predictions.row_chunks(1000, 10))) == 143
     chunked = calib.evaluate(logits, labels).metrics
     for name in METRICS:
         assert chunked[name] == pytest.approx(whole[name], abs=1e-14)
+
+
+def test_chunks_in_threads_give_identical_results(monkeypatch):
+    """The chunks of the summarize pass run in a thread pool; the numbers do not depend on it."""
+    import calibrate_cli.predictions as predictions
+    import calibrate_cli.summary as summary
+
+    logits, labels = random_logits(1000, 10, seed=13)
+    monkeypatch.setattr(predictions, "_CHUNK_ELEMENTS", 70)
+    results = []
+    for threads in (1, 2, 5):
+        real = summary.map_chunks
+        monkeypatch.setattr(summary, "map_chunks", lambda fn, chunks, real=real, t=threads: real(fn, chunks, t))
+        results.append(calib.evaluate(logits, labels).metrics)
+        monkeypatch.setattr(summary, "map_chunks", real)
+    assert results[0] == results[1] == results[2]
 
 
 @pytest.mark.parametrize(

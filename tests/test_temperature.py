@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+import calibrate_cli.predictions as predictions_module
 import calibrate_cli.temperature as temperature_module
 from calibrate_cli import InputError, evaluate
 from calibrate_cli.temperature import (
@@ -446,3 +447,20 @@ def test_temperature_one_is_the_identity(data):
     assert fit.temperature == 1.0 and fit.objective_value == fit.objective_at_one
     assert np.array_equal(fit.transform(logits), logits)
     assert evaluate(fit.transform(logits), labels).metrics == evaluate(logits, labels).metrics
+
+
+@pytest.mark.parametrize("search,objective", [("grid", "ece"), ("grid", "nll"), ("grid", "adaece"), ("nll", None)])
+def test_fits_do_not_depend_on_the_thread_count(monkeypatch, search, objective):
+    """Row chunks run in a thread pool; sums over chunks are added in chunk order, so 1 or 3 threads
+    give the very same numbers."""
+    monkeypatch.setattr(temperature_module, "_GRID_CHUNK_ELEMENTS", 100 * 5 * 30)
+    monkeypatch.setattr(predictions_module, "_CHUNK_ELEMENTS", 5 * 40)
+    logits, labels = synthetic(n=400)
+    fits = []
+    real = temperature_module.map_chunks
+    for threads in (1, 3):
+        monkeypatch.setattr(temperature_module, "map_chunks", lambda fn, c, t=threads: real(fn, c, t))
+        fits.append(fit_temperature(logits, labels, search=search, objective=objective))
+    assert fits[0].temperature == fits[1].temperature
+    assert fits[0].objective_value == fits[1].objective_value
+    assert fits[0].curve == fits[1].curve
