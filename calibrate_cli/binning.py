@@ -213,13 +213,25 @@ def bin_statistics(
     """Per-bin count, Σvalue and Σtarget of ``values`` binned by ``edges`` (float64 sums).
 
     ``weights`` (e.g. bootstrap multiplicities) multiply each sample's contribution; ``bin_index``
-    reuses an assignment computed earlier by :func:`assign_bins`.
+    reuses an assignment computed earlier by :func:`assign_bins`. Stacked: ``values`` and
+    ``targets`` of shape (N, S) give the statistics of each of the S columns, arrays (S, M) with
+    ``n`` = N (e.g. one column per temperature of a grid).
     """
     values = np.asarray(values)
     m = np.asarray(edges).shape[0] - 1
     idx = assign_bins(values, edges, lowest_closed=lowest_closed) if bin_index is None else bin_index
     targets = np.asarray(targets, dtype=np.float64)
     vals64 = values.astype(np.float64, copy=False)
+    if values.ndim == 2:
+        if weights is not None:
+            raise ValueError("weights are not supported for stacked (2-D) values")
+        n_rows, n_cols = values.shape
+        keep = idx >= 0
+        keys = (idx + (np.arange(n_cols, dtype=np.int64) * m)[None, :])[keep]  # row-major: rows in order
+        count = np.bincount(keys, minlength=n_cols * m).astype(np.int64).reshape(n_cols, m)
+        sum_conf = np.bincount(keys, weights=vals64[keep], minlength=n_cols * m).reshape(n_cols, m)
+        sum_correct = np.bincount(keys, weights=targets[keep], minlength=n_cols * m).reshape(n_cols, m)
+        return BinStats(edges=np.asarray(edges), count=count, sum_conf=sum_conf, sum_correct=sum_correct, n=n_rows)
     if weights is None:
         n = int(values.shape[0])
         keep = idx >= 0

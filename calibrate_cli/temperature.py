@@ -230,33 +230,39 @@ def _grid_chunk(z: np.ndarray, y: np.ndarray, temps: np.ndarray, objective: str,
 
 
 def _grid_objectives(data, temps, objective, n_bins, compat, progress) -> np.ndarray:
-    """The objective at each temperature of ``temps`` on the fitting data."""
+    """The objective at each temperature of ``temps`` on the fitting data.
+
+    NLL: per-chunk sums; ECE: per-chunk equal-width statistics of every T at once (stacked
+    :func:`~calibrate_cli.metrics.equal_width_bins`), merged over chunks — memory bounded by a chunk.
+    AdaECE needs every confidence at every T (the equal-mass edges come from their sorted order):
+    T × N confidences are kept.
+    """
     n_t = temps.shape[0]
-    work_dtype = np.float32 if compat else np.float64
-    if objective == "nll":
-        sums = np.zeros(n_t)
-    else:
-        conf = np.empty((n_t, data.n), dtype=work_dtype)
+    if objective == "adaece":
+        conf = np.empty((n_t, data.n), dtype=np.float32 if compat else np.float64)
         correct = np.empty((n_t, data.n), dtype=bool)
 
     def one_chunk(rows: slice):
         out = _grid_chunk(data.rows(rows), data.labels[rows], temps, objective, compat)
         if objective == "nll":
             return rows, out.sum(axis=0)
+        if objective == "ece":
+            return rows, equal_width_bins(out[0], out[1], n_bins, compat=compat)  # (T, M) statistics
         conf[:, rows] = out[0].T
         correct[:, rows] = out[1].T
         return rows, None
 
-    # chunks run in parallel; NLL sums are added in chunk order (thread-count independent)
-    for rows, chunk_sums in map_chunks(one_chunk, row_chunks(data.n, n_t * data.k, _GRID_CHUNK_ELEMENTS)):
-        if chunk_sums is not None:
-            sums += chunk_sums
+    total = None  # chunk results are combined in chunk order (thread-count independent)
+    for rows, part in map_chunks(one_chunk, row_chunks(data.n, n_t * data.k, _GRID_CHUNK_ELEMENTS)):
+        if part is not None:
+            total = part if total is None else (total + part if objective == "nll" else total.merge(part))
         if progress is not None:
             progress(rows.stop, data.n)
     if objective == "nll":
-        return sums / data.n
-    binning = equal_width_bins if objective == "ece" else equal_mass_bins
-    return np.array([float(binning(conf[j], correct[j], n_bins, compat=compat).calibration_error()) for j in range(n_t)])
+        return total / data.n
+    if objective == "ece":
+        return np.asarray(total.calibration_error(), dtype=np.float64)
+    return np.array([float(equal_mass_bins(conf[j], correct[j], n_bins, compat=compat).calibration_error()) for j in range(n_t)])
 
 
 def _nll_pass(data: _Data, beta: float) -> tuple[float, float, float]:

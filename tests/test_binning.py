@@ -140,3 +140,20 @@ def test_uniform_fast_path_equals_searchsorted_on_edges_and_neighbours():
         expected = np.minimum(expected, m - 1)
         got = assign_bins(values, edges, lowest_closed=False)
         np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("lowest_closed", [True, False])
+def test_stacked_statistics_equal_each_column_alone(lowest_closed):
+    """(N, S) values give, per column, exactly the 1-D statistics (edge values and 0 included)."""
+    rng = np.random.default_rng(4)
+    edges = uniform_edges(10)
+    values = rng.choice(np.concatenate([edges, rng.random(20)]), size=(50, 3))
+    targets = rng.integers(0, 2, size=(50, 3)).astype(bool)
+    stacked = bin_statistics(values, targets, edges, lowest_closed=lowest_closed)
+    assert stacked.count.shape == (3, 10) and stacked.n == 50
+    for j in range(3):
+        alone = bin_statistics(values[:, j], targets[:, j], edges, lowest_closed=lowest_closed)
+        np.testing.assert_array_equal(stacked.count[j], alone.count)
+        np.testing.assert_array_equal(stacked.sum_conf[j], alone.sum_conf)
+        np.testing.assert_array_equal(stacked.sum_correct[j], alone.sum_correct)
+        assert stacked.calibration_error()[j] == alone.calibration_error()

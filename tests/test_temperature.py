@@ -181,12 +181,17 @@ def test_bad_grids(text, message):
         parse_grid(text)
 
 
-def test_grid_objective_equals_evaluate_at_every_temperature():
+@pytest.mark.parametrize("compat", [None, COMPAT])
+@pytest.mark.parametrize("chunk_rows", [None, 37])
+def test_grid_objective_equals_evaluate_at_every_temperature(monkeypatch, compat, chunk_rows):
+    if chunk_rows:  # many chunks: per-chunk statistics merged
+        monkeypatch.setattr(temperature_module, "_GRID_CHUNK_ELEMENTS", 16 * 5 * chunk_rows)
     logits, labels = synthetic()
     for objective, metric in (("ece", "ece"), ("adaece", "adaece"), ("nll", "nll")):
-        fit = fit_temperature(logits, labels, objective=objective, grid=(0.25, 4, 0.25))
+        fit = fit_temperature(logits, labels, objective=objective, grid=(0.25, 4, 0.25), compat=compat)
         for t, value in fit.curve:
-            assert value == pytest.approx(evaluate(apply_temperature(logits, t), labels).metrics[metric], abs=1e-12)
+            expected = evaluate(apply_temperature(logits, t), labels, compat=compat).metrics[metric]
+            assert value == pytest.approx(expected, abs=1e-12 if compat is None else 1e-7)
 
 
 def test_grid_ece_matches_a_plain_loop():
