@@ -43,7 +43,6 @@ Intervals are never clipped (a basic interval may reach below 0).
 from __future__ import annotations
 
 import math
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Literal, Mapping, Sequence
@@ -53,6 +52,7 @@ import numpy as np
 from .binning import assign_bins, torch_linspace_edges, uniform_edges
 from .errors import InputError
 from .metrics import DEFAULT_N_BINS, METRIC_NAMES, S99_THRESHOLD, metrics_from_summary
+from .parallel import cpu_threads
 from .predictions import InputKind, as_predictions
 from .summary import PredictionSummary, check_compat, summarize
 
@@ -572,10 +572,7 @@ def resample_streams(seed, n_resamples: int) -> list[np.random.SeedSequence]:
 
 def _draw_threads() -> int:
     """Threads that draw and count resamples (the CPUs this process may use)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not on Linux
-        return max(1, os.cpu_count() or 1)
+    return cpu_threads()
 
 
 def _run(
