@@ -1,39 +1,58 @@
 """Row chunks in a thread pool: numpy releases the GIL in its array loops, so independent chunks of
 one pass run on every CPU. Results come back in chunk order, so whatever is summed over chunks is
-summed in the same order as a serial loop would: the numbers do not depend on the thread count."""
+summed in the same order as a serial loop would: the numbers do not depend on the thread count.
+``CALIB_THREADS`` sets the thread count (default: the CPUs, at most 8)."""
 
 from __future__ import annotations
 
 import os
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, Iterator, TypeVar
+
+from .errors import InputError
 
 T = TypeVar("T")
 
 
+#: at most this many threads by default (memory grows with the chunks in flight)
+MAX_DEFAULT_THREADS = 8
+#: environment variable that sets the thread count (e.g. 1 on a shared CI runner)
+THREADS_ENV = "CALIB_THREADS"
+
+
 def cpu_threads() -> int:
-    """The CPUs this process may run on (at least 1)."""
+    """Threads for calib's parallel passes: ``$CALIB_THREADS`` when set, else the CPUs this
+    process may run on, at most :data:`MAX_DEFAULT_THREADS`."""
+    value = os.environ.get(THREADS_ENV, "").strip()
+    if value:
+        try:
+            threads = int(value)
+        except ValueError:
+            threads = 0
+        if threads < 1:
+            raise InputError(f"{THREADS_ENV}={value!r}: expected a whole number ≥ 1")
+        return threads
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not on Linux
-        return max(1, os.cpu_count() or 1)
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_DEFAULT_THREADS))
 
 
 def map_chunks(fn: Callable[[slice], T], chunks: Iterable[slice], threads: int | None = None) -> Iterator[T]:
-    """``fn(chunk)`` for every chunk, run on ``threads`` threads (default: every CPU), in chunk order.
-
-    At most ``2 × threads`` chunks are in flight, so memory stays bounded by a few chunks.
-    """
+    """``fn(chunk)`` for every chunk, run on ``threads`` threads (default :func:`cpu_threads`), in
+    chunk order. At most ``threads + 1`` chunks are in flight, so memory stays bounded."""
     threads = cpu_threads() if threads is None else threads
     chunks = iter(chunks)
     if threads <= 1:
         yield from map(fn, chunks)
         return
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="calib-chunk") as pool:
-        pending = []
+        pending: deque = deque()
         for chunk in chunks:
             pending.append(pool.submit(fn, chunk))
-            if len(pending) >= 2 * threads:
-                yield pending.pop(0).result()
-        for future in pending:
-            yield future.result()
+            if len(pending) > threads:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()

@@ -23,7 +23,7 @@ from .errors import InputError
 InputKind = Literal["logits", "probs"]
 INPUT_KINDS = ("logits", "probs")
 PROBS_SUM_TOLERANCE = 1e-3
-_CHUNK_ELEMENTS = 1 << 22  # ~32 MB of float64 per chunk
+_CHUNK_ELEMENTS = 1 << 20  # ~8 MB of float64 per chunk (cache-friendly; chunks run in threads)
 
 
 @dataclass(frozen=True)
