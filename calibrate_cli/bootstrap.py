@@ -196,22 +196,27 @@ class _Resampler:
             top5 = s.top5[o].astype(np.float64) if self.has_top5 else np.zeros(n)
             columns += [np.where(inf, 0.0, nll), inf.astype(np.float64), s.brier[o], top5, s99, s99 * correct]
         self.classwise_col = len(columns)
+        class_totals = None
         if self.classwise:
-            self._init_classwise(scores_probs, s.labels, s.classwise.count, columns)
+            class_totals = self._init_classwise(scores_probs, s.labels, s.classwise.count)
         # per-resample side sums made where the row is counted (see `count`): classwise sums per
         # (class, slot) outside the base slots, then (compat) the largest label drawn
         self.n_side = (self.k * (self.m + 1) + (1 if self.compat else 0)) if self.classwise else 0
-        x = np.zeros((self.n_padded, len(columns)))
-        x[:n] = np.stack(columns, axis=1)
-        self.x_blocks = x.reshape(self.n_blocks, self.block, len(columns))
+        width = len(columns) + (0 if class_totals is None else self.k)
+        x = np.zeros((self.n_padded, width))
+        np.stack(columns, axis=1, out=x[:n, : len(columns)])
+        if class_totals is not None:  # Σ w ([y = k] − p_k) per class, in sorted order
+            x[:n, len(columns) :] = class_totals
+        self.x_blocks = x.reshape(self.n_blocks, self.block, width)
         self.x3_blocks = np.ascontiguousarray(self.x_blocks[:, :, :3])
 
-    def _init_classwise(self, p: np.ndarray, labels: np.ndarray, class_counts: np.ndarray, columns: list) -> None:
+    def _init_classwise(self, p: np.ndarray, labels: np.ndarray, class_counts: np.ndarray) -> np.ndarray:
         """Per (sample, class): the slot (bin, or M for none) of p_ik and v_ik = [y_i = k] − p_ik.
 
         ``p``/``labels`` in the original sample order; ``class_counts`` (K, M) the summary's classwise
         bin counts. Each class's most populated slot is its base slot; only the (i, k) outside it go
-        into the sparse matrix, whose columns are the sorted sample positions.
+        into the sparse matrix, whose columns are the sorted sample positions. Returns v in sorted
+        order (N, K): its weighted column sums are the class totals.
         """
         import scipy.sparse
 
@@ -228,7 +233,6 @@ class _Resampler:
         off = (p <= lo[None, :]) | (p > hi[None, :])  # outside the base slot, compared in p's dtype
         v = -p.astype(np.float64)
         v[np.arange(n), labels] += 1.0
-        columns.extend(v[self.order].T)  # class totals Σ w ([y = k] − p_k), in sorted order
         rows, cols = np.nonzero(off[self.order])  # rows in sorted order, so the CSR needs no sort
         orig = self.order[rows]
         p_off = p[orig, cols]
@@ -242,6 +246,7 @@ class _Resampler:
         by_sample = scipy.sparse.csr_matrix((v[orig, cols], keys, indptr), shape=(self.n_padded, k * (m + 1)))
         self.cw_t = by_sample.T.tocsr()
         self.cw_t.sort_indices()
+        return v[self.order]
 
     # -- prefix sums --------------------------------------------------------------------------------
 
