@@ -575,11 +575,6 @@ def resample_streams(seed, n_resamples: int) -> list[np.random.SeedSequence]:
     return root.spawn(n_resamples)
 
 
-def _draw_threads() -> int:
-    """Threads that draw and count resamples (the CPUs this process may use)."""
-    return cpu_threads()
-
-
 def _run(
     engines, n, n_resamples, seed, indices, progress, batch_size, custom=None, data=None
 ) -> list[dict[str, np.ndarray]]:
@@ -620,7 +615,7 @@ def _run(
     if progress is not None:
         progress(0, n_resamples)
     starts = list(range(0, n_resamples, size))
-    with ThreadPoolExecutor(max_workers=_draw_threads(), thread_name_prefix="calib-draw") as pool:
+    with ThreadPoolExecutor(max_workers=cpu_threads(), thread_name_prefix="calib-draw") as pool:
         pending = submit(pool, 0, 0)
         for i, start in enumerate(starts):
             stop = min(n_resamples, start + size)

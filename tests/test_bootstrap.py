@@ -311,7 +311,7 @@ def test_seed_forms_and_thread_independence(monkeypatch):
     logits, labels = _data(500, 5)
     _, ref = bootstrap_values(logits, labels, n_resamples=30, seed=4, batch_size=7)
     _, seq = bootstrap_values(logits, labels, n_resamples=30, seed=np.random.SeedSequence(4), batch_size=7)
-    monkeypatch.setattr(bs, "_draw_threads", lambda: 1)
+    monkeypatch.setattr(bs, "cpu_threads", lambda: 1)
     _, one = bootstrap_values(logits, labels, n_resamples=30, seed=4, batch_size=7)
     for name in METRIC_NAMES:
         np.testing.assert_array_equal(ref[name], seq[name])
