@@ -60,6 +60,7 @@ DEFAULT_OBJECTIVE = {"grid": "ece", "nll": "nll", "platt": "nll", "vector": "nll
 NLL_TEMPERATURE_BOUNDS = (1e-4, 1e4)
 MAX_GRID_SIZE = 100_000
 _GRID_CHUNK_ELEMENTS = 1 << 20  # rows × temperatures × K per chunk (8 MB of float64)
+_ADAECE_GRID_VALUES = 1 << 25  # confidences an AdaECE grid keeps at once (T × N; 256 MB of float64)
 
 Progress = Callable[[int, "int | None"], None]
 
@@ -234,9 +235,24 @@ def _grid_objectives(data, temps, objective, n_bins, compat, progress) -> np.nda
 
     NLL: per-chunk sums; ECE: per-chunk equal-width statistics of every T at once (stacked
     :func:`~calibrate_cli.metrics.equal_width_bins`), merged over chunks — memory bounded by a chunk.
-    AdaECE needs every confidence at every T (the equal-mass edges come from their sorted order):
-    T × N confidences are kept.
+    AdaECE needs every confidence at a T (its equal-mass edges come from their sorted order), so the
+    temperatures go in groups of at most ``_ADAECE_GRID_VALUES // N``, one pass over the data each.
     """
+    n_t = temps.shape[0]
+    group = n_t if objective != "adaece" else max(1, min(n_t, _ADAECE_GRID_VALUES // data.n))
+    starts = range(0, n_t, group)
+    values = []
+    for g, start in enumerate(starts):
+        def report(done: int, g=g) -> None:
+            if progress is not None:
+                progress(g * data.n + done, len(starts) * data.n)
+
+        values.append(_grid_pass(data, temps[start : start + group], objective, n_bins, compat, report))
+    return np.concatenate(values)
+
+
+def _grid_pass(data, temps, objective, n_bins, compat, report) -> np.ndarray:
+    """One pass over the data for the temperatures ``temps``; ``report(rows_done)`` after each chunk."""
     n_t = temps.shape[0]
     if objective == "adaece":
         conf = np.empty((n_t, data.n), dtype=np.float32 if compat else np.float64)
@@ -256,8 +272,7 @@ def _grid_objectives(data, temps, objective, n_bins, compat, progress) -> np.nda
     for rows, part in map_chunks(one_chunk, row_chunks(data.n, n_t * data.k, _GRID_CHUNK_ELEMENTS)):
         if part is not None:
             total = part if total is None else (total + part if objective == "nll" else total.merge(part))
-        if progress is not None:
-            progress(rows.stop, data.n)
+        report(rows.stop)
     if objective == "nll":
         return total / data.n
     if objective == "ece":

@@ -469,3 +469,20 @@ def test_fits_do_not_depend_on_the_thread_count(monkeypatch, search, objective):
     assert fits[0].temperature == fits[1].temperature
     assert fits[0].objective_value == fits[1].objective_value
     assert fits[0].curve == fits[1].curve
+
+
+def test_adaece_grid_in_temperature_groups_equals_evaluate(monkeypatch):
+    """With a small budget the AdaECE grid runs in groups of T (one pass each): same values, and the
+    progress runs once from 0 to the end over all the passes."""
+    logits, labels = synthetic(n=300)
+    monkeypatch.setattr(temperature_module, "_ADAECE_GRID_VALUES", 300 * 3)  # 3 temperatures per pass
+    calls = []
+    fit = fit_temperature(
+        logits, labels, objective="adaece", grid=(0.5, 4, 0.5), progress=lambda d, t: calls.append((d, t))
+    )
+    assert len(fit.curve) == 8
+    for t, value in fit.curve:
+        expected = evaluate(apply_temperature(logits, t), labels).metrics["adaece"]
+        assert value == pytest.approx(expected, abs=1e-12)
+    done = [d for d, _ in calls]
+    assert done == sorted(done) and calls[-1] == (900, 900) and {t for _, t in calls} == {900}
