@@ -59,12 +59,19 @@ def cli() -> None:
     makes at 80% confidence, 80% are right. Point calib at a model's saved outputs (logits or
     probabilities, and labels) in .npy, .npz, .pt or .csv files.
 
+    Environment: CALIB_THREADS=N sets the worker threads (default: the CPUs, at most 8);
+    CALIB_DEBUG=1 shows a traceback instead of a one-line error.
+
     \b
     Examples:
       calib eval logits.npy labels.npy
       calib eval logits.npy labels.npy --format json --output metrics.json
       calib eval logits.npy labels.npy --fail-above ece=0.02   # exit 1 in CI when miscalibrated
+      calib temperature val_logits.npy val_labels.npy --test test_logits.npy test_labels.npy
+      calib eval logits.npy labels.npy --bootstrap 1000          # intervals on every metric
+      calib compare base.npy labels.npy focal.npy labels.npy     # paired B − A with intervals
       calib plot logits.npy labels.npy -o reliability.png
+      CALIB_THREADS=1 calib eval logits.npy labels.npy
     """
 
 
