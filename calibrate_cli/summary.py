@@ -3,7 +3,9 @@
 :func:`summarize` walks the (N, K) scores in row chunks (bounded memory, memory-mapped inputs are
 never loaded whole) and keeps, per sample, the top-label confidence and correctness, the negative
 log-likelihood of the true class, the Brier term and the top-5 hit; plus the classwise per-bin
-statistics, which are summed over chunks. Everything accumulates in float64.
+statistics, which are summed over chunks. Everything accumulates in float64. The chunks run in a
+thread pool (:func:`~calibrate_cli.parallel.map_chunks`); their statistics are added in chunk order,
+so the result does not depend on the number of threads.
 
 ``compat="focal-calibration"`` reproduces the reference code of Mukhoti et al. 2020: softmax and
 the confidences in float32, bins compared in float32 with every lower edge exclusive.
