@@ -58,7 +58,7 @@ class TorchResampler:
         """Counting (and the classwise side sums) stays in numpy, in the drawing threads."""
         self.e.count(drawn, w_row, side_row)
 
-    def metrics(self, w_np: np.ndarray, side: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    def metrics(self, w_np: np.ndarray, side: np.ndarray) -> dict[str, np.ndarray]:
         e, m = self.e, self.m
         w = torch.as_tensor(w_np, device=self.device)
         b = w.shape[0]
@@ -76,10 +76,6 @@ class TorchResampler:
         mass = None
         if e.need_adaece:
             mass = bin_sums(self._equal_mass_starts(self._equal_mass_edges(wb, block_prefix[:, :, 0])))
-        if e.classwise and side is None:
-            side = np.empty((b, e.n_side))
-            for r in range(b):
-                e.side_sums(w_np[r], side[r])
         # the dense sums ran on the device; the (b, M)-sized reduction is the numpy engine's own
         return e.reduce(width, mass, totals.cpu().numpy(), side)
 

@@ -276,25 +276,17 @@ class _Resampler:
         ``side_row`` ← its per-row sparse sums (classwise). Runs in the drawing threads: the row is
         still in cache, and scipy's sparse product releases the GIL."""
         w_row[:] = np.bincount(drawn, minlength=self.n_padded)
-        self.side_sums(w_row, side_row)
-
-    def side_sums(self, w_row: np.ndarray, side_row: np.ndarray) -> None:
-        """``side_row`` ← the side sums of one multiplicity row (nothing without classwise-ECE)."""
         if self.classwise:
             kk = self.k * (self.m + 1)
             side_row[:kk] = self.cw_t @ w_row
             if self.compat:  # the reference averages over classes 0..max(label drawn)
                 side_row[kk] = np.max(self.labels_sorted, where=w_row[: self.n] > 0, initial=-1)
 
-    def metrics(self, w: np.ndarray, side: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    def metrics(self, w: np.ndarray, side: np.ndarray) -> dict[str, np.ndarray]:
         """Every wanted metric for each row of ``w`` (b, N_padded): multiplicities of the sorted samples.
 
-        ``side`` (b, n_side): the rows' side sums from :meth:`count` (computed here when None)."""
+        ``side`` (b, n_side): the rows' side sums from :meth:`count`."""
         b = w.shape[0]
-        if self.classwise and side is None:
-            side = np.empty((b, self.n_side))
-            for r in range(b):
-                self.side_sums(w[r], side[r])
         wb = w.reshape(b, self.n_blocks, self.block)
         sums = np.matmul(wb.transpose(1, 0, 2), self.x_blocks)  # (blocks, b, columns)
         block_prefix = np.zeros((b, self.n_blocks + 1, 3))
