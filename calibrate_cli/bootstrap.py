@@ -15,7 +15,7 @@ is a weighted sum over them:
   :func:`~calibrate_cli.binning.equal_mass_edges` on the explicitly resampled array);
 - classwise-ECE sums w_i ([y_i = k] − p_ik) per (class, bin); the most populated bin of each class
   is obtained as the class total minus the other bins, so only the few (i, k) outside it are touched;
-- NLL, Brier, accuracy, top-5, mean confidence and S99 are weighted means (one matrix product).
+- NLL, Brier, accuracy, top-5, mean confidence and S99 are weighted means (matrix products).
 
 Resamples are processed in batches of ``batch_size`` rows of N multiplicities (two buffers of
 8 bytes × batch_size × N; the default keeps each near 64 MB); the results do not depend on the
@@ -156,8 +156,10 @@ class _Resampler:
     """Per-sample quantities of one summary, sorted by confidence, and the metrics of weighted resamples.
 
     Multiplicity rows have ``n_padded`` columns (the sorted samples, then zeros up to a whole number
-    of blocks of ``block`` samples). Block sums of w·[1, conf, correct, dense columns] come from one
-    batched matrix product; prefix sums at any position are the block prefix plus a partial block.
+    of blocks of ``block`` samples). Block sums of w·[1, conf, correct], of w·[dense columns] and of
+    w·[class totals] come from one batched matrix product per group (fixed shapes, so a metric's
+    value does not depend on the other metrics asked for); prefix sums at any position are the
+    block prefix plus a partial block.
     """
 
     def __init__(self, summary: PredictionSummary, scores_probs: np.ndarray, n_bins: int, wanted=None):
@@ -202,13 +204,30 @@ class _Resampler:
         # per-resample side sums made where the row is counted (see `count`): classwise sums per
         # (class, slot) outside the base slots, then (compat) the largest label drawn
         self.n_side = (self.k * (self.m + 1) + (1 if self.compat else 0)) if self.classwise else 0
-        width = len(columns) + (0 if class_totals is None else self.k)
-        x = np.zeros((self.n_padded, width))
-        np.stack(columns, axis=1, out=x[:n, : len(columns)])
+        # Column groups, each multiplied by the multiplicities in its own product: a metric's value
+        # then comes from a product whose shape does not depend on which other metrics are wanted
+        # (BLAS picks its kernel, and so its summation order, by shape: one product over all the
+        # wanted columns gave intervals that changed in the last bits with the metric subset).
+        groups = [columns[:3]] + ([columns[3:]] if self.need_dense else [])
         if class_totals is not None:  # Σ w ([y = k] − p_k) per class, in sorted order
-            x[:n, len(columns) :] = class_totals
-        self.x_blocks = x.reshape(self.n_blocks, self.block, width)
-        self.x3_blocks = np.ascontiguousarray(self.x_blocks[:, :, :3])
+            groups.append(class_totals)
+        self.x_groups = [self._padded_blocks(g) for g in groups]
+        self.x3_blocks = self.x_groups[0]
+
+    def _padded_blocks(self, columns) -> np.ndarray:
+        """Columns (a list of N-vectors, or an (N, c) array) as zero-padded blocks (n_blocks, block, c)."""
+        width = len(columns) if isinstance(columns, list) else columns.shape[1]
+        x = np.zeros((self.n_padded, width))
+        if isinstance(columns, list):
+            np.stack(columns, axis=1, out=x[: self.n])
+        else:
+            x[: self.n] = columns
+        return x.reshape(self.n_blocks, self.block, width)
+
+    @property
+    def x_blocks(self) -> np.ndarray:
+        """Every column group side by side (n_blocks, block, columns): the torch engine's one product."""
+        return np.concatenate(self.x_groups, axis=2)
 
     def _init_classwise(self, p: np.ndarray, labels: np.ndarray, class_counts: np.ndarray) -> np.ndarray:
         """Per (sample, class): the slot (bin, or M for none) of p_ik and v_ik = [y_i = k] − p_ik.
@@ -288,7 +307,8 @@ class _Resampler:
         ``side`` (b, n_side): the rows' side sums from :meth:`count`."""
         b = w.shape[0]
         wb = w.reshape(b, self.n_blocks, self.block)
-        sums = np.matmul(wb.transpose(1, 0, 2), self.x_blocks)  # (blocks, b, columns)
+        wt = wb.transpose(1, 0, 2)
+        sums = np.concatenate([np.matmul(wt, x) for x in self.x_groups], axis=2)  # (blocks, b, columns)
         block_prefix = np.zeros((b, self.n_blocks + 1, 3))
         np.cumsum(sums[:, :, :3].transpose(1, 0, 2), axis=1, out=block_prefix[:, 1:, :])
         totals = sums.sum(axis=0)  # (b, columns)

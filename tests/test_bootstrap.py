@@ -304,6 +304,39 @@ def test_a_subset_of_metrics_gives_the_same_intervals():
             assert part[name] == full[name]
 
 
+class _ShapeDependentBlas:
+    """numpy, except that ``matmul`` sums in an order that depends on the product's shape.
+
+    This is what OpenBLAS does on an AVX-512 CPU (its SkylakeX kernels are chosen by shape): a
+    product over more columns sums the same terms in another order. Forward over the inner index
+    for 3 columns, backward otherwise: a different rounding, as on such a CPU."""
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    @staticmethod
+    def matmul(a, b):
+        a, b = np.asarray(a), np.asarray(b)
+        inner = range(a.shape[-1]) if b.shape[-1] == 3 else reversed(range(a.shape[-1]))
+        out = np.zeros(a.shape[:-1] + b.shape[-1:])
+        for j in inner:
+            out += a[..., j, None] * b[..., j, None, :]
+        return out
+
+
+def test_a_metric_subset_is_bit_identical_whatever_blas_kernel_the_shape_picks(monkeypatch):
+    """A metric's value must not come from a product whose shape depends on the other metrics asked
+    for: with a shape-dependent BLAS, a subset still gives the intervals of the full set bit for bit."""
+    bs = sys.modules["calibrate_cli.bootstrap"]
+    monkeypatch.setattr(bs, "np", _ShapeDependentBlas())
+    logits, labels = _data(300, 8)
+    full = bootstrap(logits, labels, n_resamples=20, seed=1)
+    for names in (["ece"], ["adaece", "mce"], ["classwise_ece"], ["nll", "brier", "s99_share"], ["accuracy"]):
+        part = bootstrap(logits, labels, n_resamples=20, seed=1, metrics=names)
+        for name in names:
+            assert part[name] == full[name], name
+
+
 def test_seed_forms_and_thread_independence(monkeypatch):
     """An int seed and SeedSequence(seed) give the same values; one drawing thread or many, the same."""
     bs = sys.modules["calibrate_cli.bootstrap"]  # the attribute `bootstrap` is the function
