@@ -18,7 +18,8 @@ import time
 
 import numpy as np
 
-from calibrate_cli.bootstrap import DEVICES, bootstrap
+from calibrate_cli.bootstrap import bootstrap
+from calibrate_cli.devices import DEVICES
 from calibrate_cli.metrics import equal_width_bins
 from calibrate_cli.predictions import as_predictions
 from calibrate_cli.summary import summarize

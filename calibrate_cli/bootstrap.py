@@ -24,12 +24,13 @@ batch size.
 Resample r draws from its own stream (:func:`resample_streams`), so the draws and counts of the
 next batch run in a thread pool while the metrics of the current batch are computed.
 
-``device`` chooses where the per-batch work runs: ``"cpu"`` (default) this numpy engine;
-``"cuda"`` torch on the GPU; ``"torch-cpu"`` the same torch code on the CPU (to test it without a
-GPU); ``"auto"`` cuda when torch and a GPU are available, else numpy. The draws, multiplicity
-counts and classwise sparse sums are always made in numpy, and the set-up is shared, so a torch
-device computes on the very same multiplicity rows (in float64): results equal the numpy path's
-up to float64 summation order.
+``device`` chooses where the per-batch work runs (:mod:`calibrate_cli.devices`): ``"cpu"``
+(default) numpy; ``"cuda"`` torch on the GPU; ``"torch-cpu"`` the same torch code on the CPU (to
+test it without a GPU); ``"auto"`` cuda when torch and a GPU are available, else numpy. The
+per-batch math is written once against the device's array namespace (``_Resampler.use``). The
+draws, multiplicity counts and classwise sparse sums are always made in numpy, and the set-up is
+shared, so a torch device computes on the very same multiplicity rows (in float64): results equal
+the numpy path's up to float64 summation order.
 
 Intervals (θ̂ the metric on the data, q_a the a-quantile of the B bootstrap values, computed by
 ``np.percentile`` with its default linear interpolation, α = 1 − level):
@@ -50,6 +51,7 @@ from typing import Callable, Literal, Mapping, Sequence
 import numpy as np
 
 from .binning import assign_bins, torch_linspace_edges, uniform_edges
+from .devices import DEFAULT_DEVICE, DEVICES, NumpyOps, array_ops, check_device, resolve_device
 from .errors import InputError
 from .metrics import DEFAULT_N_BINS, METRIC_NAMES, S99_THRESHOLD, metrics_from_summary
 from .parallel import cpu_threads
@@ -80,9 +82,6 @@ CI_METHODS = ("basic", "percentile")
 DEFAULT_SEED = 0
 #: default batch: about this many multiplicities (batch_size × N) at a time
 BATCH_ENTRIES = 1 << 23
-#: where the per-batch work runs (see the module docstring)
-DEVICES = ("cpu", "cuda", "auto", "torch-cpu")
-DEFAULT_DEVICE = "cpu"
 
 Method = Literal["basic", "percentile"]
 Progress = Callable[[int, int], None]
@@ -212,7 +211,7 @@ class _Resampler:
         if class_totals is not None:  # Σ w ([y = k] − p_k) per class, in sorted order
             groups.append(class_totals)
         self.x_groups = [self._padded_blocks(g) for g in groups]
-        self.x3_blocks = self.x_groups[0]
+        self.use(NumpyOps())
 
     def _padded_blocks(self, columns) -> np.ndarray:
         """Columns (a list of N-vectors, or an (N, c) array) as zero-padded blocks (n_blocks, block, c)."""
@@ -223,11 +222,6 @@ class _Resampler:
         else:
             x[: self.n] = columns
         return x.reshape(self.n_blocks, self.block, width)
-
-    @property
-    def x_blocks(self) -> np.ndarray:
-        """Every column group side by side (n_blocks, block, columns): the torch engine's one product."""
-        return np.concatenate(self.x_groups, axis=2)
 
     def _init_classwise(self, p: np.ndarray, labels: np.ndarray, class_counts: np.ndarray) -> np.ndarray:
         """Per (sample, class): the slot (bin, or M for none) of p_ik and v_ik = [y_i = k] − p_ik.
@@ -267,26 +261,39 @@ class _Resampler:
         self.cw_t.sort_indices()
         return v[self.order]
 
-    # -- prefix sums --------------------------------------------------------------------------------
+    # -- the per-batch math, written once for every device (``self.ops``: numpy or torch) -------------
 
-    def _prefix(self, wb: np.ndarray, block_prefix: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    def use(self, ops) -> "_Resampler":
+        """Run the per-batch math with ``ops`` (:func:`~calibrate_cli.devices.array_ops`): the set-up
+        arrays it reads are copied to that device once. Draws, counts and side sums stay in numpy."""
+        self.ops = ops
+        self.d_groups = [ops.asarray(x) for x in self.x_groups]
+        self.d_x3 = self.d_groups[0]
+        self.d_width_starts = ops.asarray(self.width_starts)
+        self.d_conf = ops.asarray(self.conf_sorted)  # float32 in compat mode
+        self.d_conf64 = ops.to_float64(self.d_conf)
+        self.d_arange_block = ops.arange(self.block)
+        return self
+
+    def _prefix(self, wb, block_prefix, positions):
         """Σ_{i < P} w_i·[1, conf, correct]_i for each row's positions P (b, T) → (b, T, 3)."""
+        xp = self.ops
         b = wb.shape[0]
-        g = np.minimum(positions // self.block, self.n_blocks - 1)
+        g = xp.minimum(positions // self.block, self.n_blocks - 1)
         offset = positions - g * self.block  # in [0, block]
-        r = np.arange(b)[:, None]
-        part_w = wb[r, g] * (np.arange(self.block) < offset[..., None])  # (b, T, G)
-        partial = np.einsum("rtg,rtgc->rtc", part_w, self.x3_blocks[g])
+        r = xp.arange(b)[:, None]
+        part_w = wb[r, g] * (self.d_arange_block < offset[..., None])  # (b, T, G)
+        partial = xp.einsum("rtg,rtgc->rtc", part_w, self.d_x3[g])
         return block_prefix[r, g] + partial
 
-    def _positions_of_ranks(self, wb: np.ndarray, count_prefix: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    def _positions_of_ranks(self, wb, count_prefix, targets):
         """Sorted-sample index holding position t of each resample's sorted sequence, (b, T)."""
+        xp = self.ops
         b = wb.shape[0]
-        g = np.stack([np.searchsorted(count_prefix[r, 1:], targets, side="right") for r in range(b)])
-        g = np.minimum(g, self.n_blocks - 1)
-        r = np.arange(b)[:, None]
-        inside = count_prefix[r, g][..., None] + np.cumsum(wb[r, g], axis=-1)  # (b, T, G)
-        return g * self.block + (inside <= targets[None, :, None]).sum(axis=-1)
+        g = xp.minimum(xp.searchsorted_rows(count_prefix[:, 1:], targets, right=True), self.n_blocks - 1)
+        r = xp.arange(b)[:, None]
+        inside = count_prefix[r, g][..., None] + xp.cumsum(wb[r, g], axis=-1)  # (b, T, G)
+        return g * self.block + (inside <= targets[None, :, None]).sum(-1)
 
     # -- metrics of a batch of multiplicity rows (in sorted order) -----------------------------------
 
@@ -304,20 +311,22 @@ class _Resampler:
     def metrics(self, w: np.ndarray, side: np.ndarray) -> dict[str, np.ndarray]:
         """Every wanted metric for each row of ``w`` (b, N_padded): multiplicities of the sorted samples.
 
-        ``side`` (b, n_side): the rows' side sums from :meth:`count`."""
+        ``side`` (b, n_side): the rows' side sums from :meth:`count`. The sums run on ``self.ops``'s
+        device; the small (b, M)-sized reduction is :meth:`reduce`, in numpy."""
+        xp = self.ops
         b = w.shape[0]
-        wb = w.reshape(b, self.n_blocks, self.block)
-        wt = wb.transpose(1, 0, 2)
-        sums = np.concatenate([np.matmul(wt, x) for x in self.x_groups], axis=2)  # (blocks, b, columns)
-        block_prefix = np.zeros((b, self.n_blocks + 1, 3))
-        np.cumsum(sums[:, :, :3].transpose(1, 0, 2), axis=1, out=block_prefix[:, 1:, :])
-        totals = sums.sum(axis=0)  # (b, columns)
+        wb = xp.asarray(w).reshape(b, self.n_blocks, self.block)
+        wt = xp.swap01(wb)
+        sums = xp.concat([xp.matmul(wt, x) for x in self.d_groups], axis=2)  # (blocks, b, columns)
+        block_prefix = xp.zeros((b, self.n_blocks + 1, 3))
+        block_prefix[:, 1:, :] = xp.cumsum(xp.swap01(sums[:, :, :3]), axis=1)
+        totals = xp.to_numpy(sums.sum(0))  # (b, columns)
 
-        def bin_sums(starts: np.ndarray):  # starts (b, M+1) → per-bin count, Σconf, Σcorrect
-            d = np.diff(self._prefix(wb, block_prefix, starts), axis=1)
-            return np.rint(d[..., 0]), d[..., 1], d[..., 2]
+        def bin_sums(starts):  # starts (b, M+1) → per-bin count, Σconf, Σcorrect (numpy)
+            d = xp.diff(self._prefix(wb, block_prefix, starts), axis=1)
+            return tuple(xp.to_numpy(v) for v in (xp.rint(d[..., 0]), d[..., 1], d[..., 2]))
 
-        width = bin_sums(np.broadcast_to(self.width_starts, (b, self.m + 1)))
+        width = bin_sums(xp.broadcast_to(self.d_width_starts, (b, self.m + 1)))
         mass = None
         if self.need_adaece:
             mass = bin_sums(self._equal_mass_starts(self.equal_mass_edges(wb, block_prefix[:, :, 0])))
@@ -356,11 +365,12 @@ class _Resampler:
         out["classwise_ece"] = self._classwise(totals[:, self.classwise_col :], side) if self.classwise else nan
         return out
 
-    def _equal_mass_starts(self, edges: np.ndarray) -> np.ndarray:
+    def _equal_mass_starts(self, edges):
         """Sorted-order start of each equal-mass bin of each resample, shape (b, M+1) (last = N)."""
+        xp = self.ops
         if self.compat:
-            edges = edges.astype(np.float32)
-        starts = np.searchsorted(self.conf_sorted, edges, side="right")  # (b, M+1): #conf ≤ e_j
+            edges = xp.to_float32(edges)
+        starts = xp.searchsorted(self.d_conf, edges, right=True)  # (b, M+1): #conf ≤ e_j
         if self.lowest_closed:
             starts[:, 0] = 0
         starts[:, self.m] = self.n
@@ -368,28 +378,31 @@ class _Resampler:
 
     def equal_mass_edges_of(self, w: np.ndarray) -> np.ndarray:
         """The equal-mass edges (b, M+1) of each multiplicity row of ``w`` (b, N_padded)."""
-        wb = w.reshape(w.shape[0], self.n_blocks, self.block)
-        count_prefix = np.zeros((w.shape[0], self.n_blocks + 1))
-        np.cumsum(wb.sum(axis=2), axis=1, out=count_prefix[:, 1:])
-        return self.equal_mass_edges(wb, count_prefix)
+        xp = self.ops
+        wb = xp.asarray(w).reshape(w.shape[0], self.n_blocks, self.block)
+        count_prefix = xp.zeros((w.shape[0], self.n_blocks + 1))
+        count_prefix[:, 1:] = xp.cumsum(wb.sum(2), axis=1)
+        return xp.to_numpy(self.equal_mass_edges(wb, count_prefix))
 
-    def equal_mass_edges(self, wb: np.ndarray, count_prefix: np.ndarray) -> np.ndarray:
+    def equal_mass_edges(self, wb, count_prefix):
         """``np.interp(np.linspace(0, N, M+1), np.arange(N), sort(resampled conf))`` per row.
 
         The value at position t of the resampled sorted confidences is the sample whose cumulative
         weight first exceeds t; the interpolation repeats ``np.interp``'s arithmetic exactly.
         """
+        xp = self.ops
         n, m = self.n, self.m
         x = np.linspace(0, n, m + 1)
         j0 = np.minimum(np.floor(x), n - 1).astype(np.int64)
         j1 = np.minimum(j0 + 1, n - 1)
-        pos = self._positions_of_ranks(wb, count_prefix, np.concatenate([j0, j1, [n - 1]]))
-        fp = self.conf_sorted.astype(np.float64)[np.minimum(pos, n - 1)]
+        pos = self._positions_of_ranks(wb, count_prefix, xp.asarray(np.concatenate([j0, j1, [n - 1]])))
+        fp = self.d_conf64[xp.minimum(pos, n - 1)]
         f0, f1, last = fp[:, : m + 1], fp[:, m + 1 : 2 * m + 2], fp[:, 2 * m + 2 :]
+        x, j0 = xp.asarray(x), xp.asarray(j0)
         slope = (f1 - f0) / 1.0  # np.interp: (fp[j+1] − fp[j]) / (xp[j+1] − xp[j])
         res = slope * (x - j0) + f0
-        res = np.where(x == j0, f0, res)
-        return np.where(x >= n - 1, last, res)
+        res = xp.where(x == j0, f0, res)
+        return xp.where(x >= n - 1, last, res)
 
     def _classwise(self, class_totals: np.ndarray, side: np.ndarray) -> np.ndarray:
         """Classwise-ECE per resample from the class totals Σ w_i([y_i = k] − p_ik) (b, K) and the side sums."""
@@ -412,47 +425,10 @@ class _Resampler:
         return out
 
 
-def _torch_device(device: str):
-    """The torch device for ``device``, or None for the numpy path. Raises InputError when unavailable."""
-    if device not in DEVICES:
-        raise InputError(f"Expected `device` to be one of {DEVICES}, but got {device!r}")
-    if device == "cpu":
-        return None
-    try:
-        import torch
-    except ImportError:
-        if device == "auto":
-            return None
-        raise InputError(f"device {device!r} needs torch, which is not installed (pip install torch)") from None
-    if device == "torch-cpu":
-        return torch.device("cpu")
-    if not torch.cuda.is_available():
-        if device == "auto":
-            return None
-        raise InputError("device 'cuda' needs a CUDA GPU, but torch sees none (use --device cpu or auto)")
-    return torch.device("cuda")
-
-
-def resolve_device(device: str) -> str:
-    """Where ``device`` runs the resampling here: ``"cpu"`` (numpy), ``"cuda"`` or ``"torch-cpu"``.
-
-    ``"auto"`` resolves to ``"cuda"`` when torch and a GPU are there, else ``"cpu"``. Raises
-    InputError for an unknown device, or for ``"cuda"``/``"torch-cpu"`` without torch or a GPU.
-    """
-    torch_device = _torch_device(device)
-    if torch_device is None:
-        return "cpu"
-    return "cuda" if torch_device.type == "cuda" else "torch-cpu"
-
-
 def _on_device(engines: list, device: str) -> list:
-    """The engines, wrapped to run their per-batch work on ``device``'s torch device when it is one."""
-    torch_device = _torch_device(device)
-    if torch_device is None:
-        return engines
-    from ._torch_bootstrap import TorchResampler
-
-    return [TorchResampler(e, torch_device) for e in engines]
+    """The engines, set to run their per-batch math on ``device``."""
+    ops = array_ops(device)
+    return [e.use(ops) for e in engines]
 
 
 def _scores_probs(predictions, compat) -> np.ndarray:
@@ -559,7 +535,7 @@ def bootstrap_values(
     :func:`bootstrap`) get their point value and B values under their names. ``device``: ``"cpu"``
     | ``"cuda"`` | ``"auto"`` | ``"torch-cpu"`` (module docstring); the same draws on every device.
     """
-    _torch_device(device)  # an unavailable device fails before any work
+    check_device(device)  # an unavailable device fails before any work
     builtin, custom = _metric_spec(metrics)
     _, summary, point, engine = _prepare(scores, labels, input_kind, n_bins, compat, wanted=builtin)
     data = None
@@ -794,7 +770,7 @@ def compare(
     ``names``/``label_names`` name the inputs in error messages (e.g. file paths). ``device`` as in
     :func:`bootstrap`.
     """
-    _torch_device(device)
+    check_device(device)
     la, lb = label_names or (f"{names[0]} labels", f"{names[1]} labels")
     _, sa, point_a, engine_a = _prepare(scores_a, labels_a, input_kind, n_bins, compat, names[0], la)
     _, sb, point_b, engine_b = _prepare(scores_b, labels_b, input_kind, n_bins, compat, names[1], lb)

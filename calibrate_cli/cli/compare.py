@@ -115,7 +115,8 @@ def compare_command(
       calib compare val_logits.npy y.npy val_logits_T.npy y.npy --ci-method percentile
       calib compare a.npy y.npy b.npy y.npy --bootstrap 10000 --device cuda
     """
-    from ..bootstrap import compare, resolve_device
+    from ..bootstrap import compare
+    from ..devices import resolve_device
 
     check_device_use(device, n_resamples)
     a, ya, a_labels_name = load_inputs(a_scores, a_labels, None)

@@ -158,7 +158,8 @@ def eval_command(
     )
     intervals, boot = None, None
     if n_resamples:
-        from ..bootstrap import bootstrap, resolve_device
+        from ..bootstrap import bootstrap
+        from ..devices import resolve_device
 
         with render.progress_bar("bootstrap", enabled=n_resamples * report.n > PROGRESS_MIN_WORK) as progress:
             intervals = bootstrap(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..bootstrap import CI_METHODS, DEFAULT_CI_LEVEL, DEFAULT_CI_METHOD, DEFAULT_DEVICE, DEFAULT_SEED, DEVICES
+from ..bootstrap import CI_METHODS, DEFAULT_CI_LEVEL, DEFAULT_CI_METHOD, DEFAULT_SEED
+from ..devices import DEFAULT_DEVICE, DEVICES
 from ..gates import GATE_ON, Gate
 from ..io import load_labels, load_scores
 from ..metrics import DEFAULT_N_BINS
