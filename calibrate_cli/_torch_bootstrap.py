@@ -76,7 +76,8 @@ class TorchResampler:
         mass = None
         if e.need_adaece:
             mass = bin_sums(self._equal_mass_starts(self._equal_mass_edges(wb, block_prefix[:, :, 0])))
-        # the dense sums ran on the device; the (b, M)-sized reduction is the numpy engine's own
+        # the dense sums ran on the device; the small per-resample sums go through the numpy engine's
+        # reduce, i.e. the metric registry's sums → metric functions (the point estimate's own code)
         return e.reduce(width, mass, totals.cpu().numpy(), side)
 
     def _equal_mass_starts(self, edges):
