@@ -20,6 +20,7 @@ from .errors import CalibError, InputError, OutputError
 from .evaluate import EvalReport, evaluate
 from .gates import Gate, GateResult, check_gates
 from .io import load_labels, load_scores
+from .metric_registry import METRICS, MetricSpec
 from .metrics import (
     DEFAULT_N_BINS,
     METRIC_NAMES,
@@ -53,7 +54,9 @@ __all__ = [
     "Gate",
     "GateResult",
     "InputError",
+    "METRICS",
     "METRIC_NAMES",
+    "MetricSpec",
     "OutputError",
     "Predictions",
     "ReliabilityDiagram",

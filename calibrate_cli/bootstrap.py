@@ -53,6 +53,7 @@ import numpy as np
 from .binning import assign_bins, torch_linspace_edges, uniform_edges
 from .devices import DEFAULT_DEVICE, DEVICES, NumpyOps, array_ops, check_device, resolve_device
 from .errors import InputError
+from .metric_registry import DENSE_SUMS, BinSums, MetricSums, metric_values, sums_needed
 from .metrics import DEFAULT_N_BINS, METRIC_NAMES, S99_THRESHOLD, metrics_from_summary
 from .parallel import cpu_threads
 from .predictions import InputKind, as_predictions
@@ -163,13 +164,13 @@ class _Resampler:
 
     def __init__(self, summary: PredictionSummary, scores_probs: np.ndarray, n_bins: int, wanted=None):
         s = summary
-        wanted = set(METRIC_NAMES if wanted is None else wanted)
+        needed = sums_needed(wanted)  # the registry's sums behind the wanted metrics (default: all)
         self.n, self.k, self.m = s.n, s.k, n_bins
         self.compat = s.compat
         self.lowest_closed = s.compat is None
-        self.need_adaece = "adaece" in wanted
-        self.need_dense = bool(wanted & {"nll", "brier", "top5_accuracy", "s99_share", "s99_accuracy"})
-        self.classwise = "classwise_ece" in wanted and s.classwise is not None
+        self.need_adaece = "mass" in needed
+        self.need_dense = bool(needed & DENSE_SUMS)
+        self.classwise = "classwise_gap" in needed and s.classwise is not None
         n = self.n
         self.block = 256 if n <= (1 << 17) else 1024
         self.n_blocks = -(-n // self.block)
@@ -336,34 +337,33 @@ class _Resampler:
         """Metrics of a batch from its small per-resample sums (shared by the numpy and torch engines).
 
         width / mass: (count, Σconf, Σcorrect) per resample and bin, each (b, M); totals: the column
-        sums (b, columns); side: the side sums of :meth:`count` (b, n_side), or None.
+        sums (b, columns); side: the side sums of :meth:`count` (b, n_side), or None. They become the
+        registry's :class:`~calibrate_cli.metric_registry.MetricSums`, and every metric is computed by
+        the same function as the point estimate (NaN for a metric whose sums were not computed).
         """
-        n = self.n
-        b = totals.shape[0]
-        nan = np.full(b, np.nan)
-        count, s_conf, s_corr = width
-        out: dict[str, np.ndarray] = {"ece": np.abs(s_corr - s_conf).sum(axis=1) / n}
-        with np.errstate(invalid="ignore", divide="ignore"):
-            gap = np.abs(s_conf / np.maximum(count, 1) - s_corr / np.maximum(count, 1))
-        out["mce"] = np.where(count > 0, gap, -np.inf).max(axis=1).clip(min=0.0)
-        out["adaece"] = nan if mass is None else np.abs(mass[2] - mass[1]).sum(axis=1) / n
-        acc = totals[:, 2] / n
-        out["accuracy"] = acc
-        out["error"] = 1.0 - acc
-        out["mean_confidence"] = totals[:, 1] / n
-        for name in ("nll", "brier", "top5_accuracy", "s99_share", "s99_accuracy"):
-            out[name] = nan
-        if self.need_dense:
-            d = totals[:, 3:]
-            out["nll"] = np.where(d[:, 1] > 0, np.inf, d[:, 0] / n)
-            out["brier"] = d[:, 2] / n
-            if self.has_top5:
-                out["top5_accuracy"] = d[:, 3] / n
-            out["s99_share"] = d[:, 4] / n
-            with np.errstate(invalid="ignore", divide="ignore"):
-                out["s99_accuracy"] = np.where(d[:, 4] > 0, d[:, 5] / np.maximum(d[:, 4], 1), np.nan)
-        out["classwise_ece"] = self._classwise(totals[:, self.classwise_col :], side) if self.classwise else nan
-        return out
+        return metric_values(self.sums(width, mass, totals, side))
+
+    def sums(self, width: tuple, mass: tuple | None, totals: np.ndarray, side: np.ndarray | None) -> MetricSums:
+        """The registry's sufficient sums of a batch of resamples (leading axis: the resample)."""
+        dense = dict.fromkeys(DENSE_SUMS)
+        if self.need_dense:  # the columns nll (finite part), #inf nll, brier, top5, s99, s99·correct
+            d = totals[:, 3:9]
+            dense = dict(nll=d[:, 0], nll_inf=d[:, 1], brier=d[:, 2], top5=d[:, 3], s99=d[:, 4], s99_correct=d[:, 5])
+            if not self.has_top5:
+                dense["top5"] = None
+        gap = classes = None
+        if self.classwise:
+            gap, classes = self._classwise(totals[:, self.classwise_col :], side)
+        return MetricSums(
+            n=self.n,
+            width=BinSums(*width),
+            mass=None if mass is None else BinSums(*mass),
+            correct=totals[:, 2],
+            conf=totals[:, 1],
+            classwise_gap=gap,
+            classwise_classes=classes,
+            **dense,
+        )
 
     def _equal_mass_starts(self, edges):
         """Sorted-order start of each equal-mass bin of each resample, shape (b, M+1) (last = N)."""
@@ -404,18 +404,16 @@ class _Resampler:
         res = xp.where(x == j0, f0, res)
         return xp.where(x >= n - 1, last, res)
 
-    def _classwise(self, class_totals: np.ndarray, side: np.ndarray) -> np.ndarray:
-        """Classwise-ECE per resample from the class totals Σ w_i([y_i = k] − p_ik) (b, K) and the side sums."""
+    def _classwise(self, class_totals: np.ndarray, side: np.ndarray) -> tuple:
+        """Per resample, Σ w_i([y_i = k] − p_ik) per (class, bin) (b, K, M) and the number of classes
+        averaged (None: all K; compat: 0..max label drawn), from the class totals (b, K) and the side sums."""
         b, k, m = side.shape[0], self.k, self.m
         sums = side[:, : k * (m + 1)].reshape(b, k, m + 1).copy()  # outside the base slots
         base = class_totals - sums.sum(axis=2)  # base slot = class total − the other slots
         sums[:, np.arange(k), self.base_slot] = base
-        per_class = np.abs(sums[:, :, :m]).sum(axis=2) / self.n  # (b, K)
-        if self.compat:  # reference code: mean over classes 0..max(label present)
-            present_max = side[:, k * (m + 1)]
-            mask = np.arange(k)[None, :] <= present_max[:, None]
-            return (per_class * mask).sum(axis=1) / (present_max + 1)
-        return per_class.mean(axis=1)
+        # compat: the reference code averages over classes 0..max(label present)
+        classes = side[:, k * (m + 1)] + 1 if self.compat else None
+        return sums[:, :, :m], classes
 
     def weights(self, positions: np.ndarray) -> np.ndarray:
         """Multiplicity rows (b, N_padded) float64 from rows of drawn sorted positions."""
@@ -445,7 +443,7 @@ def _prepare(scores, labels, input_kind, n_bins, compat, scores_name="scores", l
     predictions = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name)
     summary = summarize(predictions, n_bins=n_bins, compat=compat, classwise=True)
     point = metrics_from_summary(summary, n_bins)
-    need_probs = wanted is None or "classwise_ece" in wanted
+    need_probs = "classwise_gap" in sums_needed(wanted)
     engine = _Resampler(summary, _scores_probs(predictions, compat) if need_probs else None, n_bins, wanted)
     return predictions, summary, point, engine
 

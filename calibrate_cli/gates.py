@@ -8,6 +8,11 @@ With bootstrap intervals, ``gated_on`` picks the value every gate compares (SPEC
 For ``--fail-above`` the upper end is strict (pass only when significantly below the threshold)
 and the lower end lenient (fail only when significantly above); for ``--fail-below`` the other
 way round. A metric without an interval (e.g. an infinite NLL) is gated on its point value.
+
+Thresholds are checked against the metric's range in the registry
+(:mod:`calibrate_cli.metric_registry`): ``ece=2`` (meant as 2 %) and ``ece=150%`` are errors, since
+ECE is a fraction in [0, 1]; a percentage (``2%``) is accepted only for fraction metrics, so
+``nll=5%`` is an error too.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from dataclasses import dataclass
 from typing import Iterable, Literal, Mapping
 
 from .errors import InputError
-from .metrics import METRIC_NAMES
+from .metric_registry import METRIC_NAMES, MetricSpec, metric_spec
 
 __all__ = ["GATE_ON", "Gate", "GateResult", "check_gates", "normalize_metric_name"]
 
@@ -32,6 +37,25 @@ def normalize_metric_name(name: str) -> str:
     if key not in METRIC_NAMES:
         raise InputError(f"unknown metric {name!r}; choose from {', '.join(METRIC_NAMES)}")
     return key
+
+
+def _check_threshold(text: str, spec: MetricSpec, number: float, percent: bool, threshold: float) -> None:
+    """A threshold outside the metric's range (or a percentage of a non-fraction) is an InputError."""
+    name, shown = spec.name, f"{number:g}"
+    if percent and not spec.percent:
+        raise InputError(
+            f"gate {text!r}: {name} is not a fraction (it lies in {spec.range_text()}), so a percentage does not "
+            f"apply: write the value itself, e.g. {name}={threshold:g}"
+        )
+    low, high = spec.value_range
+    if low <= threshold <= high:
+        return
+    if not spec.percent:
+        raise InputError(f"gate {text!r}: {name} lies in {spec.range_text()}, so {shown} is out of range")
+    if percent:
+        raise InputError(f"gate {text!r}: {name} is a fraction in [0, 1] (0% to 100%), so {shown}% is out of range")
+    hint = f"; for {shown} % write {name}={shown}%" if 1.0 < number <= 100.0 else ""
+    raise InputError(f"gate {text!r}: {name} is a fraction in [0, 1], so {shown} is out of range{hint}")
 
 
 @dataclass(frozen=True)
@@ -49,16 +73,19 @@ class Gate:
         if not sep or not name.strip() or not value.strip():
             raise InputError(f"gate {text!r}: expected METRIC=VALUE, e.g. ece=0.02")
         value = value.strip()
-        scale = 1.0
-        if value.endswith("%"):
-            value, scale = value[:-1], 0.01
+        percent = value.endswith("%")
+        if percent:
+            value = value[:-1].strip()
         try:
-            threshold = float(value) * scale
+            number = float(value)
         except ValueError:
             raise InputError(f"gate {text!r}: {value!r} is not a number") from None
-        if math.isnan(threshold):
+        if math.isnan(number):
             raise InputError(f"gate {text!r}: the threshold is NaN")
-        return cls(normalize_metric_name(name), direction, threshold)
+        metric = normalize_metric_name(name)
+        threshold = number * 0.01 if percent else number
+        _check_threshold(text, metric_spec(metric), number, percent, threshold)
+        return cls(metric, direction, threshold)
 
     @property
     def option(self) -> str:

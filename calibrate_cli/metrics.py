@@ -5,7 +5,9 @@ pred_i = argmax_k p_ik (lowest index on ties), correct_i = [pred_i = y_i], M bin
 
 Each public function validates its input (:func:`~calibrate_cli.predictions.as_predictions`),
 makes one pass over the scores (:func:`~calibrate_cli.summary.summarize`) and reduces it. To get
-every metric at once, use :func:`calibrate_cli.evaluate`, which shares that pass.
+every metric at once, use :func:`calibrate_cli.evaluate`, which shares that pass. Each metric is
+defined once, in :mod:`calibrate_cli.metric_registry`, as a function of the summary's sums
+(:func:`summary_sums`); :data:`METRIC_NAMES` and :data:`METRIC_DEFINITIONS` come from there.
 
 >>> import numpy as np
 >>> probs = np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7]])
@@ -20,6 +22,15 @@ import math
 import numpy as np
 
 from .binning import BinStats, bin_statistics, equal_mass_edges, torch_linspace_edges, uniform_edges
+from .metric_registry import (
+    METRIC_DEFINITIONS,
+    METRIC_NAMES,
+    S99_THRESHOLD,
+    BinSums,
+    MetricSums,
+    metric_values,
+    sums_needed,
+)
 from .predictions import InputKind, as_predictions
 from .summary import PredictionSummary, check_compat, summarize
 
@@ -42,26 +53,10 @@ __all__ = [
     "equal_width_bins",
     "equal_mass_bins",
     "metrics_from_summary",
+    "summary_sums",
 ]
 
 DEFAULT_N_BINS = 15
-S99_THRESHOLD = 0.99
-
-METRIC_DEFINITIONS: dict[str, str] = {
-    "accuracy": "share of samples whose top-1 prediction is the label",
-    "error": "1 − accuracy (top-1 error)",
-    "ece": "Σ_b |B_b|/N·|acc−conf| over M equal-width bins (b/M, (b+1)/M]",
-    "adaece": "ECE over M equal-mass bins (each holds ~N/M samples)",
-    "classwise_ece": "mean over classes k of the ECE of p_k against [y = k]",
-    "mce": "max over non-empty equal-width bins of |acc − conf|",
-    "nll": "mean −log p(true class) (natural log)",
-    "brier": "mean Σ_k (p_k − [y = k])², in [0, 2]",
-    "top5_accuracy": "share of samples whose label is among the 5 most probable classes",
-    "mean_confidence": "mean of the top-1 probability",
-    "s99_share": "share of samples predicted with confidence ≥ 0.99",
-    "s99_accuracy": "accuracy on the samples with confidence ≥ 0.99",
-}
-METRIC_NAMES: tuple[str, ...] = tuple(METRIC_DEFINITIONS)
 
 
 def equal_width_bins(
@@ -91,22 +86,59 @@ def equal_mass_bins(
     return bin_statistics(conf64, correct, equal_mass_edges(conf64, n_bins))
 
 
-def _mean(x: np.ndarray) -> float:
-    return float(np.mean(x, dtype=np.float64))
+def _batch_of_one(bins: BinStats) -> BinSums:
+    return BinSums(bins.count[None], bins.sum_conf[None], bins.sum_correct[None])
 
 
-def _s99(summary: PredictionSummary) -> tuple[float, float]:
-    confident = summary.confidences >= S99_THRESHOLD
-    share = _mean(confident)
-    acc = _mean(summary.correct[confident]) if confident.any() else math.nan
-    return share, acc
+def summary_sums(
+    summary: PredictionSummary,
+    n_bins: int = DEFAULT_N_BINS,
+    names=None,
+    *,
+    width: BinStats | None = None,
+    mass: BinStats | None = None,
+) -> MetricSums:
+    """The sufficient sums (:class:`~calibrate_cli.metric_registry.MetricSums`, batch of 1) of a summary.
+
+    Only the sums the metrics ``names`` (default: all) need are computed (the equal-mass bins sort
+    the confidences). Each total is the float64 sum of the per-sample array (``np.sum``, pairwise,
+    in sample order): its mean is then exactly ``np.mean`` of that array.
+    """
+    needed = sums_needed(names)
+    s, one = summary, lambda x: np.array([x], dtype=np.float64)  # noqa: E731
+    if width is None:
+        width = equal_width_bins(s.confidences, s.correct, n_bins, compat=s.compat)
+    if mass is None and "mass" in needed:
+        mass = equal_mass_bins(s.confidences, s.correct, n_bins, compat=s.compat)
+    confident = s.confidences >= S99_THRESHOLD
+    infinite = ~np.isfinite(s.nll)
+    gap = classes = None
+    if s.classwise is not None and "classwise_gap" in needed:
+        gap = s.classwise.sum_correct - s.classwise.sum_conf
+        if s.compat:  # the reference code averages over classes 0..max(label)
+            gap = gap[: int(s.labels.max()) + 1]
+        gap = gap[None]
+    return MetricSums(
+        n=s.n,
+        width=_batch_of_one(width),
+        mass=None if mass is None else _batch_of_one(mass),
+        correct=one(np.count_nonzero(s.correct)),
+        conf=one(np.sum(s.confidences, dtype=np.float64)),
+        nll=one(np.sum(np.where(infinite, 0.0, s.nll) if infinite.any() else s.nll, dtype=np.float64)),
+        nll_inf=one(np.count_nonzero(infinite)),
+        brier=one(np.sum(s.brier, dtype=np.float64)),
+        top5=None if s.top5 is None else one(np.count_nonzero(s.top5)),
+        s99=one(np.count_nonzero(confident)),
+        s99_correct=one(np.count_nonzero(confident & s.correct)),
+        classwise_gap=gap,
+        classwise_classes=classes,
+    )
 
 
-def _classwise(summary: PredictionSummary) -> float:
-    per_class = summary.classwise.calibration_error()
-    if summary.compat:  # the reference code averages over classes 0..max(label)
-        per_class = per_class[: int(summary.labels.max()) + 1]
-    return float(np.mean(per_class))
+def _point(summary: PredictionSummary, names, n_bins: int = DEFAULT_N_BINS, **bins) -> dict[str, float]:
+    """{name: float} of the metrics ``names`` (NaN where undefined)."""
+    values = metric_values(summary_sums(summary, n_bins, names, **bins), names)
+    return {name: float(v[0]) for name, v in values.items()}
 
 
 def metrics_from_summary(
@@ -118,33 +150,22 @@ def metrics_from_summary(
 ) -> dict[str, float | None]:
     """Every metric of SPEC §2 as a dict keyed by :data:`METRIC_NAMES` (None where undefined).
 
-    ``width``/``mass``: the equal-width / equal-mass bin statistics when already computed.
+    ``width``/``mass``: the equal-width / equal-mass bin statistics when already computed. Each
+    metric is its registry entry's function of the summary's sums (:func:`summary_sums`).
     """
-    if width is None:
-        width = equal_width_bins(summary.confidences, summary.correct, n_bins, compat=summary.compat)
-    if mass is None:
-        mass = equal_mass_bins(summary.confidences, summary.correct, n_bins, compat=summary.compat)
-    acc = _mean(summary.correct)
-    share, s99_acc = _s99(summary)
-    return {
-        "accuracy": acc,
-        "error": 1.0 - acc,
-        "ece": float(width.calibration_error()),
-        "adaece": float(mass.calibration_error()),
-        "classwise_ece": _classwise(summary) if summary.classwise is not None else None,
-        "mce": width.max_calibration_error(),
-        "nll": _mean(summary.nll),
-        "brier": _mean(summary.brier),
-        "top5_accuracy": _mean(summary.top5) if summary.top5 is not None else None,
-        "mean_confidence": _mean(summary.confidences),
-        "s99_share": share,
-        "s99_accuracy": None if math.isnan(s99_acc) else s99_acc,
-    }
+    point = _point(summary, None, n_bins, width=width, mass=mass)
+    return {name: None if math.isnan(v) else v for name, v in point.items()}
 
 
 def _summary(scores, labels, input_kind, n_bins=DEFAULT_N_BINS, compat=None, classwise=False) -> PredictionSummary:
     predictions = as_predictions(scores, labels, input_kind)
     return summarize(predictions, n_bins=n_bins, compat=compat, classwise=classwise)
+
+
+def _metric(name: str, scores, labels, input_kind, n_bins=DEFAULT_N_BINS, compat=None) -> float:
+    """One metric from its registry entry (NaN where undefined)."""
+    classwise = "classwise_gap" in sums_needed([name])
+    return _point(_summary(scores, labels, input_kind, n_bins, compat, classwise), [name], n_bins)[name]
 
 
 def ece(
@@ -157,8 +178,7 @@ def ece(
 
     Empty bins contribute 0; a confidence of exactly 1.0 is in the last bin.
     """
-    s = _summary(scores, labels, input_kind, n_bins, compat)
-    return float(equal_width_bins(s.confidences, s.correct, n_bins, compat=compat).calibration_error())
+    return _metric("ece", scores, labels, input_kind, n_bins, compat)
 
 
 def adaece(
@@ -166,8 +186,7 @@ def adaece(
 ) -> float:
     """Adaptive (equal-mass) ECE: the ECE sum over bins that each hold ~N/M samples (see
     :func:`equal_mass_bins` for the exact edges)."""
-    s = _summary(scores, labels, input_kind, n_bins, compat)
-    return float(equal_mass_bins(s.confidences, s.correct, n_bins, compat=compat).calibration_error())
+    return _metric("adaece", scores, labels, input_kind, n_bins, compat)
 
 
 def classwise_ece(
@@ -178,16 +197,14 @@ def classwise_ece(
     For each class k, all N values p_ik are binned over equal-width bins. K is the number of score
     columns (the reference code uses max(label) + 1: ``compat="focal-calibration"``).
     """
-    s = _summary(scores, labels, input_kind, n_bins, compat, classwise=True)
-    return _classwise(s)
+    return _metric("classwise_ece", scores, labels, input_kind, n_bins, compat)
 
 
 def mce(
     scores, labels, *, n_bins: int = DEFAULT_N_BINS, input_kind: InputKind = "logits", compat: str | None = None
 ) -> float:
     """Maximum Calibration Error: max over non-empty equal-width bins of |acc(B_b) − conf(B_b)|."""
-    s = _summary(scores, labels, input_kind, n_bins, compat)
-    return equal_width_bins(s.confidences, s.correct, n_bins, compat=compat).max_calibration_error()
+    return _metric("mce", scores, labels, input_kind, n_bins, compat)
 
 
 def nll(scores, labels, *, input_kind: InputKind = "logits", compat: str | None = None) -> float:
@@ -195,22 +212,22 @@ def nll(scores, labels, *, input_kind: InputKind = "logits", compat: str | None 
 
     With probabilities, a true-class probability of exactly 0 gives ``inf`` (never clipped).
     """
-    return _mean(_summary(scores, labels, input_kind, compat=compat).nll)
+    return _metric("nll", scores, labels, input_kind, compat=compat)
 
 
 def brier(scores, labels, *, input_kind: InputKind = "logits") -> float:
     """Brier score: (1/N) Σ_i Σ_k (p_ik − [y_i = k])², in [0, 2]."""
-    return _mean(_summary(scores, labels, input_kind).brier)
+    return _metric("brier", scores, labels, input_kind)
 
 
 def accuracy(scores, labels, *, input_kind: InputKind = "logits") -> float:
     """Top-1 accuracy: (1/N) Σ_i [argmax_k p_ik = y_i] (lowest index wins ties)."""
-    return _mean(_summary(scores, labels, input_kind).correct)
+    return _metric("accuracy", scores, labels, input_kind)
 
 
 def error(scores, labels, *, input_kind: InputKind = "logits") -> float:
     """Top-1 error: 1 − accuracy."""
-    return 1.0 - accuracy(scores, labels, input_kind=input_kind)
+    return _metric("error", scores, labels, input_kind)
 
 
 def top5_accuracy(scores, labels, *, input_kind: InputKind = "logits") -> float | None:
@@ -218,13 +235,13 @@ def top5_accuracy(scores, labels, *, input_kind: InputKind = "logits") -> float 
 
     The true class is in the top 5 when #{k : p_k > p_y} + #{k < y : p_k = p_y} < 5.
     """
-    s = _summary(scores, labels, input_kind)
-    return None if s.top5 is None else _mean(s.top5)
+    value = _metric("top5_accuracy", scores, labels, input_kind)
+    return None if math.isnan(value) else value
 
 
 def mean_confidence(scores, labels, *, input_kind: InputKind = "logits") -> float:
     """Mean top-1 confidence (1/N) Σ_i max_k p_ik."""
-    return _mean(_summary(scores, labels, input_kind).confidences)
+    return _metric("mean_confidence", scores, labels, input_kind)
 
 
 def s99(scores, labels, *, input_kind: InputKind = "logits") -> tuple[float, float]:
@@ -232,4 +249,6 @@ def s99(scores, labels, *, input_kind: InputKind = "logits") -> tuple[float, flo
 
     The accuracy is NaN when no sample reaches 0.99.
     """
-    return _s99(_summary(scores, labels, input_kind))
+    names = ["s99_share", "s99_accuracy"]
+    point = _point(_summary(scores, labels, input_kind), names)
+    return point[names[0]], point[names[1]]

@@ -73,7 +73,8 @@ def gate_options(func):
         "--fail-above",
         multiple=True,
         metavar="METRIC=V",
-        help="Exit 1 when METRIC is above V (repeatable), e.g. ece=0.02 or ece=2%.",
+        help="Exit 1 when METRIC is above V (repeatable), e.g. ece=0.02 or ece=2% (a percentage only for "
+        "metrics that are fractions; V must lie in the metric's range).",
     )(func)
     return func
 

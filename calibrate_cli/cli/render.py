@@ -13,24 +13,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..metrics import METRIC_DEFINITIONS, METRIC_NAMES
+from ..metric_registry import METRIC_DEFINITIONS, METRIC_NAMES, METRICS
 
+# Names, display names and formats come from the metric registry (calibrate_cli/metric_registry.py).
 # Metrics that are fractions in [0, 1] and read best as percentages in tables.
-PERCENT_METRICS = frozenset(METRIC_NAMES) - {"nll", "brier"}
-PRETTY_NAMES = {
-    "accuracy": "Accuracy",
-    "error": "Error",
-    "ece": "ECE",
-    "adaece": "AdaECE",
-    "classwise_ece": "Classwise-ECE",
-    "mce": "MCE",
-    "nll": "NLL",
-    "brier": "Brier",
-    "top5_accuracy": "Top-5 accuracy",
-    "mean_confidence": "Mean confidence",
-    "s99_share": "S99 share",
-    "s99_accuracy": "S99 accuracy",
-}
+PERCENT_METRICS = frozenset(spec.name for spec in METRICS if spec.percent)
+PRETTY_NAMES = {spec.name: spec.display_name for spec in METRICS}
+_HIDDEN_WHEN_UNDEFINED = frozenset(spec.name for spec in METRICS if not spec.shown_when_undefined)
 
 
 def stdout_console() -> Console:
@@ -71,8 +60,8 @@ def format_value(name: str, value: float | None, *, percent: bool = True) -> str
 
 
 def shown_metrics(metrics: dict) -> list[str]:
-    """Metric names worth a row (top-5 only when defined)."""
-    return [m for m in METRIC_NAMES if not (m == "top5_accuracy" and metrics.get(m) is None)]
+    """Metric names worth a row (top-5 only when defined: the registry's ``shown_when_undefined``)."""
+    return [m for m in METRIC_NAMES if not (m in _HIDDEN_WHEN_UNDEFINED and metrics.get(m) is None)]
 
 
 def metrics_table(metrics: dict, *, title: str | None = None, intervals: dict | None = None) -> Table:

@@ -1,0 +1,269 @@
+"""The metric registry: every metric calib reports, defined once, from sufficient sums.
+
+A metric is one :class:`MetricSpec` in :data:`METRICS`: its name (the JSON key), display name,
+one-line definition and reference, whether it is a fraction in [0, 1] (shown as a percentage, gate
+thresholds may be written ``2%``), its range, which direction is better, and how it is computed from
+the sufficient sums of a set of samples (:class:`MetricSums`). Everything else reads this table:
+the point estimate (:func:`calibrate_cli.metrics.metrics_from_summary`, :func:`calibrate_cli.evaluate`),
+the bootstrap (numpy and torch engines: each resample's sums go through the same functions), the
+tables, CSV and Markdown of the CLI, the gates (names and threshold ranges) and the docs' tests.
+
+Sufficient sums, each with a leading batch axis b (b = 1 for the point estimate, one row per
+resample in the bootstrap), over the N samples (weighted by their multiplicity in a resample):
+
+=================  ===========  ==================================================================
+field              shape        sum
+=================  ===========  ==================================================================
+``n``              int          N
+``width``          3 × (b, M)   per equal-width bin (b/M, (b+1)/M]: count, Σ conf_i, Σ correct_i
+``mass``           3 × (b, M)   the same per equal-mass bin (edges of that set of samples)
+``correct``        (b,)         Σ correct_i
+``conf``           (b,)         Σ conf_i
+``nll``            (b,)         Σ −log p_{i,y_i} over the samples where it is finite
+``nll_inf``        (b,)         #{i : −log p_{i,y_i} = inf}
+``brier``          (b,)         Σ_i Σ_k (p_ik − [y_i = k])²
+``top5``           (b,)         #{i : y_i among the 5 most probable classes} (None when K ≤ 5)
+``s99``            (b,)         #{i : conf_i ≥ 0.99}
+``s99_correct``    (b,)         #{i : conf_i ≥ 0.99 and correct_i}
+``classwise_gap``  (b, K', M)   per (class k, equal-width bin B_kb of p_ik): Σ_{i ∈ B_kb} ([y_i = k] − p_ik)
+=================  ===========  ==================================================================
+
+``classwise_classes`` (b,), or None: the number of leading classes each row averages over when it
+differs by row (compat mode in the bootstrap: classes 0..max label drawn); None means all K' rows
+of ``classwise_gap``. A field is None when it was not computed (not asked for, or undefined, e.g.
+top-5 with K ≤ 5); a metric whose sums are missing is NaN (the point estimate reports None).
+
+Each metric is a vectorised function of these sums, written once: the point estimate and every
+bootstrap resample are the same arithmetic on sums of the same shape.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Callable, Iterable
+
+import numpy as np
+
+__all__ = [
+    "S99_THRESHOLD",
+    "BinSums",
+    "MetricSums",
+    "MetricSpec",
+    "METRICS",
+    "METRIC_NAMES",
+    "METRIC_DEFINITIONS",
+    "DENSE_SUMS",
+    "metric_spec",
+    "metric_values",
+    "sums_needed",
+]
+
+#: the confidence at which a prediction counts as "≥ 99 % sure" (S99, Mukhoti et al. 2020, App. H)
+S99_THRESHOLD = 0.99
+
+
+@dataclass(frozen=True)
+class BinSums:
+    """Per-bin count, Σconf and Σcorrect of one binning, each (b, M) (float64; counts may be int)."""
+
+    count: np.ndarray
+    sum_conf: np.ndarray
+    sum_correct: np.ndarray
+
+
+@dataclass(frozen=True)
+class MetricSums:
+    """The sufficient sums of a batch of b sample sets (see the module docstring for each field)."""
+
+    n: int
+    width: BinSums
+    correct: np.ndarray
+    conf: np.ndarray
+    mass: BinSums | None = None
+    nll: np.ndarray | None = None
+    nll_inf: np.ndarray | None = None
+    brier: np.ndarray | None = None
+    top5: np.ndarray | None = None
+    s99: np.ndarray | None = None
+    s99_correct: np.ndarray | None = None
+    classwise_gap: np.ndarray | None = None
+    classwise_classes: np.ndarray | None = None
+
+    @property
+    def batch(self) -> int:
+        return int(np.shape(self.correct)[0])
+
+
+#: sums of per-sample columns that the bootstrap computes together (all, or none)
+DENSE_SUMS = frozenset({"nll", "nll_inf", "brier", "top5", "s99", "s99_correct"})
+_SUM_FIELDS = frozenset(f.name for f in fields(MetricSums)) - {"n", "classwise_classes"}
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric: what it is, how it reads, and how it is computed from :class:`MetricSums`.
+
+    compute          sums → (b,) float64 array; NaN where undefined for a row
+    needs            the :class:`MetricSums` fields ``compute`` reads (besides ``n``)
+    percent          a fraction in [0, 1]: shown as a percentage, gate thresholds may be written ``2%``
+    value_range      (low, high): every value lies in it (gate thresholds must too)
+    lower_is_better  True / False, or None where neither direction is better (e.g. mean confidence)
+    shown_when_undefined  a table row even when the value is None (False: the row is left out)
+    """
+
+    name: str
+    display_name: str
+    definition: str
+    reference: str
+    compute: Callable[[MetricSums], np.ndarray]
+    needs: frozenset[str]
+    percent: bool = True
+    value_range: tuple[float, float] = (0.0, 1.0)
+    lower_is_better: bool | None = True
+    shown_when_undefined: bool = True
+
+    def __post_init__(self):
+        unknown = set(self.needs) - _SUM_FIELDS
+        if unknown:
+            raise ValueError(f"metric {self.name!r} needs unknown sums {sorted(unknown)}")
+        if self.percent and self.value_range != (0.0, 1.0):
+            raise ValueError(f"metric {self.name!r}: a percent metric is a fraction in [0, 1]")
+
+    def range_text(self) -> str:
+        """``[0, 1]``, ``[0, 2]``, ``[0, inf)``."""
+        low, high = self.value_range
+        num = lambda x: f"{x:g}"  # noqa: E731
+        return f"[{num(low)}, {num(high)}]" if math.isfinite(high) else f"[{num(low)}, inf)"
+
+    def values(self, sums: MetricSums) -> np.ndarray:
+        """The metric for each row of ``sums`` (NaN for every row when a needed sum is missing)."""
+        if any(getattr(sums, f) is None for f in self.needs):
+            return np.full(sums.batch, np.nan)
+        return self.compute(sums)
+
+
+# ------------------------------------------------------------------ the metrics, as functions of sums
+
+
+def _binned_ece(bins: BinSums, n: int) -> np.ndarray:
+    """Σ_b |B_b|/N · |acc(B_b) − conf(B_b)| = (1/N) Σ_b |Σcorrect_b − Σconf_b|."""
+    return np.abs(bins.sum_correct - bins.sum_conf).sum(axis=-1) / n
+
+
+def _ece(s: MetricSums) -> np.ndarray:
+    return _binned_ece(s.width, s.n)
+
+
+def _adaece(s: MetricSums) -> np.ndarray:
+    return _binned_ece(s.mass, s.n)
+
+
+def _mce(s: MetricSums) -> np.ndarray:
+    """max over non-empty bins of |Σconf_b/|B_b| − Σcorrect_b/|B_b||; 0 when every bin is empty."""
+    count = s.width.count
+    with np.errstate(invalid="ignore", divide="ignore"):
+        gap = np.abs(s.width.sum_conf / np.maximum(count, 1) - s.width.sum_correct / np.maximum(count, 1))
+    return np.where(count > 0, gap, -np.inf).max(axis=-1).clip(min=0.0)
+
+
+def _classwise_ece(s: MetricSums) -> np.ndarray:
+    """(1/K) Σ_k (1/N) Σ_b |Σ_{B_kb} ([y = k] − p_k)|, K the classes of the row."""
+    per_class = np.abs(s.classwise_gap).sum(axis=-1) / s.n  # (b, K)
+    if s.classwise_classes is None:
+        return per_class.mean(axis=1)
+    mask = np.arange(per_class.shape[1])[None, :] < s.classwise_classes[:, None]
+    return (per_class * mask).sum(axis=1) / s.classwise_classes
+
+
+def _accuracy(s: MetricSums) -> np.ndarray:
+    return s.correct / s.n
+
+
+def _error(s: MetricSums) -> np.ndarray:
+    return 1.0 - s.correct / s.n
+
+
+def _nll(s: MetricSums) -> np.ndarray:
+    return np.where(s.nll_inf > 0, np.inf, s.nll / s.n)
+
+
+def _s99_accuracy(s: MetricSums) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(s.s99 > 0, s.s99_correct / np.maximum(s.s99, 1), np.nan)
+
+
+def _spec(name, display_name, definition, reference, compute, needs, **kw) -> MetricSpec:
+    return MetricSpec(name, display_name, definition, reference, compute, frozenset(needs), **kw)
+
+
+#: every metric of ``calib eval``, in report order
+METRICS: tuple[MetricSpec, ...] = (
+    _spec(
+        "accuracy", "Accuracy", "share of samples whose top-1 prediction is the label",
+        "top-1 accuracy", _accuracy, {"correct"}, lower_is_better=False,
+    ),
+    _spec("error", "Error", "1 − accuracy (top-1 error)", "top-1 error", _error, {"correct"}),
+    _spec(
+        "ece", "ECE", "Σ_b |B_b|/N·|acc−conf| over M equal-width bins (b/M, (b+1)/M]",
+        "Naeini et al. 2015; Guo et al. 2017", _ece, {"width"},
+    ),
+    _spec(
+        "adaece", "AdaECE", "ECE over M equal-mass bins (each holds ~N/M samples)",
+        "Nguyen & O'Connor 2015; Mukhoti et al. 2020", _adaece, {"mass"},
+    ),
+    _spec(
+        "classwise_ece", "Classwise-ECE", "mean over classes k of the ECE of p_k against [y = k]",
+        "Kull et al. 2019; Mukhoti et al. 2020", _classwise_ece, {"classwise_gap"},
+    ),
+    _spec(
+        "mce", "MCE", "max over non-empty equal-width bins of |acc − conf|",
+        "Naeini et al. 2015", _mce, {"width"},
+    ),
+    _spec(
+        "nll", "NLL", "mean −log p(true class) (natural log)",
+        "Guo et al. 2017", _nll, {"nll", "nll_inf"}, percent=False, value_range=(0.0, math.inf),
+    ),
+    _spec(
+        "brier", "Brier", "mean Σ_k (p_k − [y = k])², in [0, 2]",
+        "Brier 1950", lambda s: s.brier / s.n, {"brier"}, percent=False, value_range=(0.0, 2.0),
+    ),
+    _spec(
+        "top5_accuracy", "Top-5 accuracy", "share of samples whose label is among the 5 most probable classes",
+        "top-5 accuracy (K > 5 only)", lambda s: s.top5 / s.n, {"top5"},
+        lower_is_better=False, shown_when_undefined=False,
+    ),
+    _spec(
+        "mean_confidence", "Mean confidence", "mean of the top-1 probability",
+        "Guo et al. 2017", lambda s: s.conf / s.n, {"conf"}, lower_is_better=None,
+    ),
+    _spec(
+        "s99_share", "S99 share", "share of samples predicted with confidence ≥ 0.99",
+        "Mukhoti et al. 2020, App. H", lambda s: s.s99 / s.n, {"s99"}, lower_is_better=None,
+    ),
+    _spec(
+        "s99_accuracy", "S99 accuracy", "accuracy on the samples with confidence ≥ 0.99",
+        "Mukhoti et al. 2020, App. H", _s99_accuracy, {"s99", "s99_correct"}, lower_is_better=False,
+    ),
+)
+
+_BY_NAME: dict[str, MetricSpec] = {spec.name: spec for spec in METRICS}
+METRIC_NAMES: tuple[str, ...] = tuple(_BY_NAME)
+METRIC_DEFINITIONS: dict[str, str] = {spec.name: spec.definition for spec in METRICS}
+
+
+def metric_spec(name: str) -> MetricSpec:
+    """The :class:`MetricSpec` of ``name`` (KeyError for an unknown name)."""
+    return _BY_NAME[name]
+
+
+def sums_needed(names: Iterable[str] | None = None) -> frozenset[str]:
+    """The :class:`MetricSums` fields the metrics ``names`` (default: all) are computed from."""
+    specs = METRICS if names is None else [_BY_NAME[n] for n in names if n in _BY_NAME]
+    return frozenset().union(*(spec.needs for spec in specs))
+
+
+def metric_values(sums: MetricSums, names: Iterable[str] | None = None) -> dict[str, np.ndarray]:
+    """{name: (b,) values} of the metrics ``names`` (default: all, in report order) from ``sums``."""
+    specs = METRICS if names is None else [_BY_NAME[n] for n in names]
+    return {spec.name: spec.values(sums) for spec in specs}
