@@ -111,8 +111,8 @@ def _load_torch(path: Path, key: str | None, label: str) -> np.ndarray:
         import torch
     except ImportError:
         raise InputError(
-            f"{label}: reading .pt/.pth files needs PyTorch: pip install 'calibrate-cli[torch]' "
-            "(or save the arrays with np.save)"
+            f"{label}: reading .pt/.pth files needs PyTorch: pip install torch==2.13.0 "
+            "(the pinned version; an unpinned torch pulls a multi-GB CUDA build), or save the arrays with np.save"
         ) from None
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)

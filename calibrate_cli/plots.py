@@ -59,6 +59,8 @@ __all__ = [
     "before_after_figure",
     "eval_figure",
     "classwise_figure",
+    "fit_titles",
+    "shorten_middle",
     "figure_format",
     "check_figure_path",
     "save_figure",
@@ -105,6 +107,51 @@ def _compact(count: int) -> str:
 
 def _format_temperature(t: float) -> str:
     return f"{t:.4g}"
+
+
+ELLIPSIS = "…"
+
+
+def shorten_middle(text: str, keep: int) -> str:
+    """``text`` with its middle replaced by "…" so that ``keep`` of its characters remain (half from
+    the start, half from the end, where a file name's distinctive parts are)."""
+    if keep >= len(text):
+        return text
+    keep = max(keep, 1)
+    head = (keep + 1) // 2
+    tail = keep - head
+    return text[:head].rstrip() + ELLIPSIS + (text[len(text) - tail:].lstrip() if tail else "")
+
+
+def _fit_text(artist, width: float) -> None:
+    """Shorten the text of ``artist`` (a title) with a middle ellipsis until it is at most ``width``
+    display units wide, measured with the figure's renderer (the font's real glyph widths)."""
+    full = artist.get_text()
+    if not full or artist.get_window_extent().width <= width:
+        return
+    low, high = 1, len(full) - 1  # the most characters that fit, by bisection (width grows with them)
+    while low < high:
+        mid = (low + high + 1) // 2
+        artist.set_text(shorten_middle(full, mid))
+        if artist.get_window_extent().width <= width:
+            low = mid
+        else:
+            high = mid - 1
+    artist.set_text(shorten_middle(full, low))
+
+
+def fit_titles(fig) -> None:
+    """Shorten every axes title to its axes' width and the figure title to the figure's width.
+
+    Called by the figure builders before they return; measured on the axes as laid out before the
+    constrained layout, which only widens them, so a shortened title always fits."""
+    for ax in fig.axes:
+        if ax.get_visible():
+            for title in (ax.title, ax._left_title, ax._right_title):
+                _fit_text(title, ax.bbox.width)
+    suptitle = getattr(fig, "_suptitle", None)
+    if suptitle is not None:
+        _fit_text(suptitle, 0.96 * fig.bbox.width)
 
 
 class ReliabilityDiagram:
@@ -256,14 +303,18 @@ class ReliabilityDiagram:
         """Draw the diagram on ``ax`` (a new Agg figure with a histogram axis when None).
 
         ``hist_ax``: where to draw the share of samples per bin (none when ``ax`` is given without
-        it). ``title`` overrides the model label. ``legend_loc``: where the legend goes (default:
-        upper left for a mostly over-confident model, lower right otherwise, where the bars leave
-        room). ``count_labels``: write each bin's sample count over its histogram bar (bars at least
-        1/30 wide); default: for equal-width bins only (equal-mass bins all hold ~N/M). ``kwargs`` go to the accuracy bars (``Axes.bar``), e.g. ``color``. Returns ``self``
+        it). ``title`` overrides the model label (shortened with "…" in the middle to the axes'
+        width). ``legend_loc``: where the legend goes (default: the first of the corners upper left,
+        lower right, upper right, lower left, where it covers no bar; outside the axes, on the right,
+        when every corner would cover one; ``legend_outside_`` says which). ``count_labels``: write
+        each bin's sample count over its histogram bar (bars at least 1/30 wide); default: for
+        equal-width bins only (equal-mass bins all hold ~N/M). ``kwargs`` go to the accuracy bars
+        (``Axes.bar``), e.g. ``color``. Returns ``self``
         with ``ax_``, ``hist_ax_``, ``figure_`` set. To draw several models on the same axes, use
         :meth:`plot_curve` (or :func:`overlay_figure`).
         """
-        if ax is None:
+        new_figure = ax is None
+        if new_figure:
             fig = _new_figure(PANEL_SIZE)
             ax, hist_ax = _diagram_axes(fig, fig.add_gridspec(1, 1)[0, 0])
         bins = self.bins
@@ -308,6 +359,7 @@ class ReliabilityDiagram:
             ax.set_title(heading, fontsize=text_size)
 
         self.legend_ = None
+        self.legend_outside_ = False
         if legend:
             from matplotlib.lines import Line2D
             from matplotlib.patches import Patch
@@ -321,17 +373,17 @@ class ReliabilityDiagram:
                       label="Gap: under-confident"),
                 self.diagonal_,
             ]
-            if legend_loc is None:
-                # over-confident bars sit under the diagonal, leaving the upper left free
-                weight = bins.count[nonempty] * (conf - acc)
-                legend_loc = "upper left" if weight.sum() >= 0 else "lower right"
             self.legend_ = ax.legend(
-                handles=handles, loc=legend_loc, fontsize=text_size if text_size else "small",
+                handles=handles, loc=legend_loc or "upper left", fontsize=text_size if text_size else "small",
                 framealpha=0.92, handlelength=1.6, borderaxespad=0.6,
             )
             # the metric entry has no handle: bold, flush left
             first = self.legend_.get_texts()[0]
             first.set_fontweight("bold")
+            if legend_loc is None:
+                # the bars reach up to max(accuracy, confidence) in each bin
+                tops = np.maximum(acc, conf)
+                self.legend_outside_ = not _place_legend(ax, self.legend_, lefts, widths, tops)
 
         self.hist_ax_ = hist_ax
         self.hist_bars_ = None
@@ -364,10 +416,13 @@ class ReliabilityDiagram:
             ax.tick_params(labelbottom=False)
         else:
             ax.set_xlabel(self.xlabel, fontsize=text_size)
+        if new_figure:
+            _widen_for_outside_legends(ax.figure, [self])
+        if heading:
+            _fit_text(ax.title, ax.bbox.width)
         self.ax_ = ax
         self.figure_ = ax.figure
         return self
-
 
     def plot_curve(self, ax=None, *, hist_ax=None, color=None, marker: str = "o", **kwargs) -> "ReliabilityDiagram":
         """Draw the diagram as a reliability curve, for several models on the same axes.
@@ -421,6 +476,7 @@ def classwise_diagrams(
     n_bins: int = DEFAULT_N_BINS,
     temperature: float | None = None,
     class_names: Sequence[str] | None = None,
+    classes: Sequence[int] | None = None,
     max_classes: int = MAX_CLASSWISE_CLASSES,
     scores_name: str = "scores",
     labels_name: str = "labels",
@@ -428,17 +484,31 @@ def classwise_diagrams(
     """One diagram per class k: equal-width bins of p_ik (all N samples) against [y_i = k].
 
     The legend of panel k shows ECE_k = Σ_b |B_kb|/N · |mean p_ik − mean [y_i = k]| (the classwise
-    ECE is their mean over the K classes). At most ``max_classes`` classes (a grid is unreadable
-    beyond that).
+    ECE is their mean over the K classes). ``classes``: the class indices to draw, in that order
+    (default: all K). At most ``max_classes`` panels (a grid is unreadable beyond that).
+    ``class_names``: one name per class of the scores (K names), default ``class k``.
     """
     predictions = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name)
     k = predictions.k
-    if k > max_classes:
-        raise InputError(
-            f"{scores_name}: the classwise view shows at most {max_classes} classes, the scores have K = {k}"
-        )
     if class_names is not None and len(class_names) != k:
         raise InputError(f"got {len(class_names)} class names for K = {k} classes")
+    if classes is None:
+        if k > max_classes:
+            raise InputError(
+                f"{scores_name}: the classwise view shows at most {max_classes} classes, the scores have K = {k}"
+            )
+        classes = range(k)
+    else:
+        classes = [int(c) for c in classes]
+        if not classes:
+            raise InputError("no classes to draw")
+        bad = [c for c in classes if not 0 <= c < k]
+        if bad:
+            raise InputError(f"{scores_name}: class {bad[0]} is out of range for K = {k} classes (expected 0..{k - 1})")
+        if len(set(classes)) < len(classes):
+            raise InputError(f"class {next(c for c in classes if classes.count(c) > 1)} is given twice")
+        if len(classes) > max_classes:
+            raise InputError(f"the classwise view shows at most {max_classes} classes, got {len(classes)}")
     s = predictions.scores
     if temperature is not None:
         if predictions.input_kind != "logits":
@@ -447,7 +517,7 @@ def classwise_diagrams(
     probs = to_probabilities(s, predictions.input_kind)
     edges = uniform_edges(n_bins)
     out = []
-    for c in range(k):
+    for c in classes:
         name = str(class_names[c]) if class_names is not None else f"class {c}"
         stats = bin_statistics(probs[:, c], predictions.labels == c, edges)
         out.append(
@@ -485,6 +555,57 @@ def _max_n_locator(n: int):
     return MaxNLocator(nbins=n, min_n_ticks=2)
 
 
+LEGEND_CORNERS = ("upper left", "lower right", "upper right", "lower left")
+
+
+def _set_legend_loc(legend, loc: str) -> None:
+    if hasattr(legend, "set_loc"):  # matplotlib ≥ 3.8
+        legend.set_loc(loc)
+    else:
+        legend._loc = legend.codes[loc]
+
+
+def _place_legend(ax, legend, lefts, widths, tops) -> bool:
+    """Put ``legend`` in the first corner of ``LEGEND_CORNERS`` where it overlaps no bar (bars span
+    [left, left + width] × [0, top] in data coordinates, the axes' limits (0, 1)); else outside the
+    axes on the right, where it hides nothing. Returns whether a corner was free.
+
+    Measured on the axes as laid out now (before the constrained layout, which makes the axes
+    larger and the legend relatively smaller, so a free corner stays free)."""
+    to_data = ax.transData.inverted()
+    margin = 0.01  # keep the frame off the bars' tops
+    for loc in LEGEND_CORNERS:
+        _set_legend_loc(legend, loc)
+        (x0, y0), (x1, y1) = to_data.transform(legend.get_window_extent().get_points())
+        hit = (lefts < x1) & (lefts + widths > x0) & (tops + margin > y0)
+        if not hit.any():
+            return True
+    _set_legend_loc(legend, "upper left")
+    legend.set_bbox_to_anchor((1.02, 1.0), transform=ax.transAxes)  # (see _put_legend_outside)
+    return False
+
+
+def _put_legend_outside(diagram) -> None:
+    _set_legend_loc(diagram.legend_, "upper left")
+    diagram.legend_.set_bbox_to_anchor((1.02, 1.0), transform=diagram.ax_.transAxes)
+    diagram.legend_outside_ = True
+
+
+def _widen_for_outside_legends(fig, diagrams) -> None:
+    """Make room for legends placed outside their axes: widen the figure by the widest of them per panel (the
+    constrained layout then keeps the diagrams' width). Side by side, when one legend is outside,
+    all are (so that the panels keep the same size)."""
+    outside = [d for d in diagrams if getattr(d, "legend_outside_", False)]
+    if outside:
+        for d in diagrams:
+            if d.legend_ is not None and not d.legend_outside_:
+                _put_legend_outside(d)
+    widths = [d.legend_.get_window_extent().width for d in diagrams if getattr(d, "legend_outside_", False)]
+    if widths:
+        w, h = fig.get_size_inches()
+        fig.set_size_inches(w + len(widths) * (max(widths) / fig.dpi + 0.15), h)
+
+
 def _diagram_axes(fig, cell):
     """A diagram axis and a histogram axis (a quarter of its height) under it, sharing x."""
     inner = cell.subgridspec(2, 1, height_ratios=[4, 1], hspace=0.04)
@@ -515,8 +636,10 @@ def comparison_figure(diagrams: Sequence[ReliabilityDiagram], *, title: str | No
         top = max(d.hist_ax_.get_ylim()[1] for d in diagrams)
         for d in diagrams:
             d.hist_ax_.set_ylim(0, top)
+    _widen_for_outside_legends(fig, diagrams)
     if title:
         fig.suptitle(title, fontweight="bold")
+    fit_titles(fig)
     return fig
 
 
@@ -539,6 +662,7 @@ def overlay_figure(diagrams: Sequence[ReliabilityDiagram], *, title: str | None 
     hist_ax.set_ylim(0, min(1.0, top))
     if title:
         ax.set_title(title)
+    fit_titles(fig)
     return fig
 
 
@@ -547,6 +671,7 @@ def reliability_figure(diagram: ReliabilityDiagram, *, title: str | None = None)
     fig = comparison_figure([diagram])
     if title:
         diagram.ax_.set_title(title)
+        fit_titles(fig)
     return fig
 
 
@@ -613,6 +738,9 @@ def classwise_figure(diagrams: Sequence[ReliabilityDiagram], *, title: str | Non
     for j in range(n, rows * cols):
         r, c = divmod(j, cols)
         axes[r][c].set_visible(False)
+        if r > 0:  # the panel above ends its column: it carries the x axis
+            axes[r - 1][c].tick_params(labelbottom=True)
+            axes[r - 1][c].set_xlabel("p(class)", fontsize=9)
     # one legend for the whole grid
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
@@ -629,6 +757,7 @@ def classwise_figure(diagrams: Sequence[ReliabilityDiagram], *, title: str | Non
         fig.legend(handles=handles, loc="lower center", ncols=4, fontsize="small", frameon=False)
     if title:
         fig.suptitle(title, fontweight="bold")
+    fit_titles(fig)
     return fig
 
 

@@ -143,6 +143,35 @@ def _check_labels(labels: np.ndarray, name: str, k: int) -> np.ndarray:
     return out
 
 
+#: rows of a 2-D labels array looked at to tell scores from one-hot labels (enough, and cheap on a memmap)
+_SWAP_PROBE_ROWS = 1024
+
+
+def _check_not_swapped(scores: np.ndarray, labels: np.ndarray, scores_name: str, labels_name: str) -> None:
+    """Refuse the likely swap of the two inputs: 1-D whole-number "scores" and 2-D float "labels" that are
+    not one-hot (a label vector and a score matrix given in the wrong order).
+
+    Without this check the label vector would be read as binary log-odds (K = 2) and the error would
+    be about the labels' column count, which misleads. Only the first rows of the labels are looked at.
+    """
+    if scores.ndim != 1 or labels.ndim != 2 or labels.shape[1] < 2 or labels.dtype.kind != "f":
+        return
+    if scores.dtype.kind == "f":
+        finite = np.isfinite(scores)
+        if not finite.all() or (scores != np.round(scores)).any():
+            return
+    elif scores.dtype.kind not in "iu":
+        return
+    head = np.asarray(labels[:_SWAP_PROBE_ROWS], dtype=np.float64)
+    if np.isin(head, (0.0, 1.0)).all():
+        return  # one-hot rows: genuinely labels
+    raise InputError(
+        f"{scores_name} looks like labels (a vector of whole numbers) and {labels_name} like scores "
+        f"(an {labels.shape[0]} × {labels.shape[1]} array of non-integer values): "
+        "are the scores and the labels given in the wrong order?"
+    )
+
+
 def as_predictions(
     scores: np.ndarray,
     labels: np.ndarray,
@@ -156,12 +185,14 @@ def as_predictions(
     Raises :class:`~calibrate_cli.errors.InputError` with a one-line message naming the input
     (``scores_name`` / ``labels_name``, e.g. the file paths) for every problem: wrong ndim, N = 0,
     K < 2, NaN/Inf, probabilities that are negative or whose rows don't sum to 1, labels that are
-    not whole numbers, out of range or of a different N than the scores.
+    not whole numbers, out of range or of a different N than the scores, and scores and labels that
+    look given in the wrong order (1-D whole numbers as scores, a 2-D float non-one-hot array as labels).
     """
     if isinstance(input_kind, bool) or input_kind not in INPUT_KINDS:
         raise InputError(f"Expected `input_kind` to be one of {INPUT_KINDS}, but got {input_kind!r}")
     scores = scores if isinstance(scores, np.ndarray) else np.asarray(scores)
     labels = labels if isinstance(labels, np.ndarray) else np.asarray(labels)
+    _check_not_swapped(scores, labels, scores_name, labels_name)
     _check_scores(scores, scores_name, input_kind)
     if labels.ndim >= 1 and labels.shape[0] != scores.shape[0]:
         raise InputError(

@@ -189,7 +189,8 @@ def test_eval_csv_and_markdown_carry_the_intervals(runner, files):
 
     rows = {r["metric"]: r for r in csv.DictReader(io.StringIO(result.stdout))}
     ci = bootstrap(logits, labels, n_resamples=30, seed=2)["ece"]
-    assert float(rows["ece"]["low"]) == ci.low and float(rows["ece"]["high"]) == ci.high
+    # CSV numbers carry 15 significant digits (issue 19.12: no float noise)
+    assert rows["ece"]["low"] == f"{ci.low:.15g}" and rows["ece"]["high"] == f"{ci.high:.15g}"
     md = runner.invoke(cli, base + ["--format", "markdown"])
     assert "| interval |" in md.stdout
     plain = runner.invoke(cli, ["eval", paths["logits"], paths["labels"], "--format", "csv"])

@@ -68,7 +68,8 @@ def test_table_csv_markdown(runner, data):
     assert table.exit_code == 0 and "ECE" in table.stdout and f"{100 * ece:.2f} %" in table.stdout
     csv_out = run(runner, "eval", folder / "logits.npy", folder / "labels.npy", "-f", "csv").stdout
     row = [line for line in csv_out.splitlines() if line.startswith("ece,")][0]
-    assert float(row.split(",")[1]) == ece
+    # CSV numbers carry 15 significant digits (no float noise; issue 19.12): the value rounded, exactly
+    assert row.split(",")[1] == f"{ece:.15g}"
     md = run(runner, "eval", folder / "logits.npy", folder / "labels.npy", "-f", "markdown").stdout
     assert md.startswith("| metric | value | definition |")
 

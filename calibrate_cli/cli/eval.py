@@ -41,16 +41,33 @@ def eval_payload(report, results, scores: str, labels: str, intervals: dict | No
     }
 
 
+BINS_HEADING = "Reliability: equal-width bins (gap = confidence − accuracy)"
+
+
 def render_report(
-    report, payload: dict, fmt: str, *, console_width: int | None = None, intervals: dict | None = None
+    report,
+    payload: dict,
+    fmt: str,
+    *,
+    console_width: int | None = None,
+    intervals: dict | None = None,
+    bins_csv: bool = False,
 ) -> str | list:
+    """The report in ``fmt``: a JSON or CSV or Markdown string, or the Rich tables (metrics, then the
+    per-bin reliability table). CSV holds one table: the metrics, or the bins with ``bins_csv``."""
     if fmt == "json":
         return render.to_json(payload)
     as_dicts = {n: ci.to_dict() for n, ci in (intervals or {}).items()} or None
     if fmt == "csv":
+        if bins_csv:
+            return render.bins_csv(report.bins.to_rows())
         return render.metrics_csv(report.metrics, intervals=as_dicts)
     if fmt == "markdown":
-        return render.metrics_markdown(report.metrics, intervals=as_dicts)
+        return (
+            render.metrics_markdown(report.metrics, intervals=as_dicts)
+            + "\n"
+            + render.bins_markdown(report.bins.to_rows(), heading=BINS_HEADING, first_closed=report.compat is None)
+        )
     title = f"{payload['inputs']['scores']}: N = {report.n}, K = {report.k}, {report.n_bins} bins"
     if report.compat:
         title += f", compat {report.compat}"
@@ -61,7 +78,7 @@ def render_report(
         render.metrics_table(report.metrics, title=title, intervals=as_dicts),
         render.bins_table(
             report.bins.to_rows(),
-            title="Reliability: equal-width bins (gap = confidence − accuracy)",
+            title=BINS_HEADING,
             first_closed=report.compat is None,
         ),
     ]
@@ -83,6 +100,11 @@ def render_report(
     help="Evaluate at temperature T: softmax(logits / T) (with --probs: p^(1/T), renormalised). "
     "A number or the JSON written by `calib temperature -o t.json`.",
 )
+@click.option(
+    "--bins", "bins_csv", is_flag=True,
+    help="With --format csv: write the per-bin table (bin, lower, upper, count, mean_confidence, accuracy, "
+    "gap) instead of the metrics (a CSV holds one table; the other formats always include the bins).",
+)
 @bootstrap_options()
 @gate_on_option
 def eval_command(
@@ -99,6 +121,7 @@ def eval_command(
     fail_below,
     plot_path,
     temperature,
+    bins_csv,
     n_resamples,
     ci_level,
     ci_method,
@@ -133,6 +156,7 @@ def eval_command(
       calib eval test_logits.npy test_labels.npy --temperature 1.5
       calib eval test_logits.npy test_labels.npy --temperature t.json   # from `calib temperature -o t.json`
       calib eval logits.npy labels.npy --plot reliability.png
+      calib eval logits.npy labels.npy --format csv --bins -o bins.csv   # the per-bin table
       calib eval logits.npy labels.npy --bootstrap 1000 --ci-level 0.95
       calib eval logits.npy labels.npy --bootstrap 1000 --device auto   # GPU via torch when there is one
       calib eval logits.npy labels.npy --bootstrap 1000 --gate-on lower --fail-above ece=0.02
@@ -186,14 +210,17 @@ def eval_command(
     results = check_gates(report.metrics, gates, gated_on=gate_on, intervals=intervals)
     if plot_path:
         from ..plots import eval_figure, save_figure
+        from .plot import model_names
 
         ece_ci = intervals.get("ece") if intervals else None
         interval = (ece_ci.low, ece_ci.high) if ece_ci else None
-        save_figure(eval_figure(report, label=scores, interval=interval), plot_path, force=force)
+        figure = eval_figure(report, label=model_names([scores], ())[0], interval=interval)
+        written = save_figure(figure, plot_path, force=force)
+        render.stderr_console().print(f"Wrote {written}", soft_wrap=True, markup=False)
     payload = eval_payload(report, results, scores, labels_name, intervals, boot)
 
     render.warn(report.warnings)
-    rendered = render_report(report, payload, fmt, intervals=intervals)
+    rendered = render_report(report, payload, fmt, intervals=intervals, bins_csv=bins_csv)
     if isinstance(rendered, list):
         if output:
             render.emit(render.tables_to_text(rendered), output, force)

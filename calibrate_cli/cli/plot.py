@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import click
 
+from ..errors import InputError
 from ..io import load_labels, load_scores, load_temperature, split_source
 from ..metrics import DEFAULT_N_BINS
 from ..plots import DEFAULT_DPI, STRATEGIES, MAX_CLASSWISE_CLASSES, check_figure_path
@@ -24,6 +27,25 @@ def model_names(sources: list[str], names: tuple[str, ...]) -> list[str]:
     if len(set(stems)) < len(stems):
         return list(sources)
     return stems
+
+
+def parse_classes(ctx, param, value: str | None) -> list[int] | None:
+    """``--classes 0,3,7`` or ranges ``0-9,15`` → [0, 3, 7] (in the order given)."""
+    if value is None:
+        return None
+    classes: list[int] = []
+    for part in value.split(","):
+        part = part.strip()
+        match = re.fullmatch(r"(\d+)(?:\s*-\s*(\d+))?", part)
+        if not match:
+            raise click.BadParameter(f"{part!r} is not a class index or a range like 0-9", ctx, param)
+        first, last = int(match[1]), int(match[2] if match[2] is not None else match[1])
+        if last < first:
+            raise click.BadParameter(f"range {part!r} runs backwards", ctx, param)
+        if last - first >= MAX_CLASSWISE_CLASSES:
+            raise click.BadParameter(f"range {part!r} holds more than {MAX_CLASSWISE_CLASSES} classes", ctx, param)
+        classes.extend(range(first, last + 1))
+    return classes
 
 
 @click.command("plot")
@@ -55,7 +77,12 @@ def model_names(sources: list[str], names: tuple[str, ...]) -> list[str]:
 )
 @click.option(
     "--classwise", is_flag=True,
-    help=f"A grid of per-class diagrams (p_k against [y = k]) for up to {MAX_CLASSWISE_CLASSES} classes.",
+    help=f"A grid of per-class diagrams (p_k against [y = k]) for up to {MAX_CLASSWISE_CLASSES} classes "
+    "(pick them with --classes).",
+)
+@click.option(
+    "--classes", callback=parse_classes, metavar="LIST",
+    help=f"With --classwise: the classes to draw, e.g. 0,3,7 or 0-9 (needed when K > {MAX_CLASSWISE_CLASSES}).",
 )
 @click.option(
     "--dpi", type=click.IntRange(10, 2400), default=DEFAULT_DPI, show_default=True, help="Resolution of a PNG."
@@ -63,7 +90,7 @@ def model_names(sources: list[str], names: tuple[str, ...]) -> list[str]:
 @click.option("--force", is_flag=True, help="Overwrite FILE if it exists.")
 def plot_command(
     scores, labels, input_kind, label_col, output, n_bins, strategy, temperature_value, compare, names, title,
-    classwise, overlay, dpi, force,
+    classwise, overlay, classes, dpi, force,
 ):
     """Draw a reliability diagram of a model's saved outputs.
 
@@ -84,6 +111,7 @@ def plot_command(
       calib plot logits.npy labels.npy -o before_after.png --temperature 1.5 --overlay
       calib plot ce.npy labels.npy --compare focal.npy labels.npy --name CE --name "Focal (γ=3)" -o cmp.svg
       calib plot logits.npy labels.npy --classwise -o classes.png
+      calib plot logits.npy labels.npy --classwise --classes 0-4,7 -o classes.png   # K > 20: pick classes
     """
     from ..plots import (
         ReliabilityDiagram,
@@ -101,6 +129,8 @@ def plot_command(
         raise click.UsageError("--classwise cannot be combined with --compare or --temperature")
     if overlay and not (compare or temperature_value is not None):
         raise click.UsageError("--overlay needs --temperature or --compare (several diagrams)")
+    if classes is not None and not classwise:
+        raise click.UsageError("--classes picks the panels of --classwise; add --classwise")
     if classwise and strategy != "uniform":
         raise click.UsageError("--classwise uses equal-width bins (as classwise-ECE); drop --strategy")
     if temperature_value is not None and input_kind == "probs":
@@ -116,7 +146,15 @@ def plot_command(
     common = dict(input_kind=input_kind, n_bins=n_bins)
 
     if classwise:
-        diagrams = classwise_diagrams(score_array, label_array, scores_name=scores, labels_name=labels_name, **common)
+        k = score_array.shape[1] if score_array.ndim == 2 else 2
+        if classes is None and k > MAX_CLASSWISE_CLASSES:
+            raise InputError(
+                f"{scores}: --classwise draws at most {MAX_CLASSWISE_CLASSES} classes and the scores have "
+                f"K = {k}: pick some with --classes, e.g. --classes 0-9 or --classes 0,3,7"
+            )
+        diagrams = classwise_diagrams(
+            score_array, label_array, classes=classes, scores_name=scores, labels_name=labels_name, **common
+        )
         fig = classwise_figure(diagrams, title=title or f"{names_[0]}: classwise reliability")
     elif temperature is not None:
         fig = before_after_figure(

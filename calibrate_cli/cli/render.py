@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import csv
 import io
 import json
@@ -11,6 +12,7 @@ import sys
 
 from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
 
 from ..metric_registry import METRIC_DEFINITIONS, METRIC_NAMES, METRICS
@@ -64,12 +66,60 @@ def shown_metrics(metrics: dict) -> list[str]:
     return [m for m in METRIC_NAMES if not (m in _HIDDEN_WHEN_UNDEFINED and metrics.get(m) is None)]
 
 
+#: below this many characters, a definition says too little to be worth a column: the column is dropped
+MIN_DEFINITION_WIDTH = 24
+
+
+class FittedTable(Table):
+    """A Rich table with one optional column (the definitions) that gives way on narrow consoles.
+
+    When the console is too narrow for every cell on one line, the optional column is cut to the
+    room left (one line per row, ending in "…"), or dropped when less than ``MIN_DEFINITION_WIDTH``
+    characters are left; the other columns never wrap.
+    """
+
+    optional_column: str | None = None
+
+    def __rich_console__(self, console, options):
+        yield from Table.__rich_console__(self._fitted(console, options), console, options)
+
+    def _fitted(self, console, options) -> Table:
+        names = [c.header for c in self.columns]
+        if self.optional_column not in names:
+            return self
+        wide = options.update(width=10_000)
+        full = Measurement.get(console, wide, _plain(self)).maximum
+        if full <= options.max_width:
+            return self
+        index = names.index(self.optional_column)
+        table = _plain(self)
+        table.columns = [copy.copy(c) for c in self.columns]
+        optional = table.columns[index]
+        cells = [console.render_str(c) if isinstance(c, str) else c for c in (optional.header, *optional.cells)]
+        content = max(Measurement.get(console, wide, c).maximum for c in cells)
+        room = options.max_width - (full - content)
+        if room < MIN_DEFINITION_WIDTH:
+            del table.columns[index]
+        else:
+            optional.no_wrap, optional.overflow, optional.max_width = True, "ellipsis", room
+        return table
+
+
+def _plain(table: Table) -> Table:
+    """A shallow copy of ``table`` as a plain Rich table."""
+    out = copy.copy(table)
+    out.__class__ = Table
+    return out
+
+
 def metrics_table(metrics: dict, *, title: str | None = None, intervals: dict | None = None) -> Table:
-    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
-    table.add_column("metric", style="bold")
-    table.add_column("value", justify="right")
+    """The metrics: name, value, [interval], definition (the definition gives way on narrow consoles)."""
+    table = FittedTable(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    table.optional_column = "definition"
+    table.add_column("metric", style="bold", no_wrap=True)
+    table.add_column("value", justify="right", no_wrap=True)
     if intervals:
-        table.add_column("interval", justify="right")
+        table.add_column("interval", justify="right", no_wrap=True)
     table.add_column("definition", style="dim")
     for name in shown_metrics(metrics):
         row = [PRETTY_NAMES[name], format_value(name, metrics[name])]
@@ -111,16 +161,38 @@ def bins_table(rows: list[dict], *, title: str, first_closed: bool = True) -> Ta
 
 
 def render_tables(console: Console, tables: list) -> None:
+    """Print each table under its title. A title is printed as its own line, soft-wrapped (the
+    terminal folds it, at its width, not the table's), in the style of a table title."""
     for i, table in enumerate(tables):
         if i:
             console.print()
+        title = getattr(table, "title", None)
+        if title:
+            untitled = copy.copy(table)
+            untitled.title = None
+            console.print(title, style="table.title", soft_wrap=True)
+            table = untitled
         console.print(table)
 
 
-def tables_to_text(tables: list, width: int = 110) -> str:
+def tables_to_text(tables: list, width: int = 160) -> str:
+    """The tables as plain text for a file: wide enough that no definition is cut (titles never wrap)."""
     buffer = io.StringIO()
     render_tables(Console(file=buffer, width=width, no_color=True, highlight=False, color_system=None), tables)
     return buffer.getvalue()
+
+
+#: significant digits of the numbers in CSV output: 15 is the most that every float64 keeps exactly in
+#: decimal (DBL_DIG), so a value computed as 1 − 0.9505 is written 0.0495, not 0.04949999999999999
+CSV_DIGITS = 15
+
+
+def csv_number(value) -> str:
+    """A number for CSV output: ``CSV_DIGITS`` significant digits (no float noise), "" for None;
+    NaN and ±inf as ``nan``, ``inf``, ``-inf`` (what ``float()`` and pandas read back)."""
+    if value is None:
+        return ""
+    return f"{float(value):.{CSV_DIGITS}g}"
 
 
 def metrics_csv(metrics: dict, *, intervals: dict | None = None) -> str:
@@ -128,16 +200,27 @@ def metrics_csv(metrics: dict, *, intervals: dict | None = None) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["metric", "value", *(("low", "high") if intervals else ()), "definition"])
-
-    def number(value) -> str:
-        return "" if value is None else repr(float(value))
-
     for name in METRIC_NAMES:
-        row = [name, number(metrics[name])]
+        row = [name, csv_number(metrics[name])]
         if intervals:
             ci = intervals.get(name)
-            row += [number(ci["low"]), number(ci["high"])] if ci else ["", ""]
+            row += [csv_number(ci["low"]), csv_number(ci["high"])] if ci else ["", ""]
         writer.writerow([*row, METRIC_DEFINITIONS[name]])
+    return buffer.getvalue()
+
+
+BIN_CSV_COLUMNS = ("bin", "lower", "upper", "count", "mean_confidence", "accuracy", "gap")
+
+
+def bins_csv(rows: list[dict]) -> str:
+    """The per-bin table, one row per bin (``BinStats.to_rows()``): index, edges, count, mean
+    confidence, accuracy and gap = confidence − accuracy (empty cells for an empty bin)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(BIN_CSV_COLUMNS)
+    for i, r in enumerate(rows):
+        writer.writerow([i, *(csv_number(r[c]) for c in BIN_CSV_COLUMNS[1:3]), r["count"],
+                         *(csv_number(r[c]) for c in BIN_CSV_COLUMNS[4:])])
     return buffer.getvalue()
 
 
@@ -154,6 +237,22 @@ def metrics_markdown(metrics: dict, *, heading: str | None = None, intervals: di
             ci = intervals.get(name)
             cells.append(f"[{format_value(name, ci['low'])}, {format_value(name, ci['high'])}]" if ci else "")
         lines.append("| " + " | ".join([*cells, definition]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def bins_markdown(rows: list[dict], *, heading: str | None = None, first_closed: bool = True) -> str:
+    """The per-bin table as Markdown: the rows of the terminal's reliability table."""
+    lines = [f"**{heading}**", ""] if heading else []
+    lines += ["| bin | count | confidence | accuracy | gap |", "|---|---:|---:|---:|---:|"]
+    for i, r in enumerate(rows):
+        opening = "[" if (i == 0 and first_closed) else "("
+        span = f"{opening}{r['lower']:.3f}, {r['upper']:.3f}]"
+        if r["count"] == 0:
+            lines.append(f"| {span} | 0 | | | |")
+            continue
+        lines.append(
+            f"| {span} | {r['count']} | {r['mean_confidence']:.4f} | {r['accuracy']:.4f} | {r['gap']:+.4f} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -22,6 +22,13 @@ from .options import FORMATS, binning_options
 
 SUFFIX_FORMATS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
 DEFAULT_GRID_TEXT = ":".join(f"{v:g}" for v in DEFAULT_GRID)
+#: what `--plot` calls each search in the figure's title
+PLOT_TITLES = {
+    "grid": "temperature scaling (grid search)",
+    "nll": "temperature scaling (NLL optimum)",
+    "platt": "Platt scaling",
+    "vector": "vector scaling",
+}
 
 
 def _check_writable(path: str | None, force: bool) -> None:
@@ -300,12 +307,16 @@ def temperature_command(
 
         which = "test" if "test" in sets else "fit"
         before, after = sets[which]
-        diagrams = [
-            ReliabilityDiagram.from_report(before, label="Before"),
-            ReliabilityDiagram.from_report(after, label=f"After ({_fit_label(fit)})"),
+        diagrams = [  # the panel titles of `calib plot --temperature`
+            ReliabilityDiagram.from_report(before, label="Before: T = 1" if fit.temperature is not None else "Before"),
+            ReliabilityDiagram.from_report(after, label=f"After: {_fit_label(fit)}"),
         ]
-        set_name = test[0] if which == "test" else val_scores
-        save_figure(comparison_figure(diagrams, title=f"{set_name}: {search} calibration"), plot_path, force=force)
+        from .plot import model_names
+
+        set_name = model_names([test[0] if which == "test" else val_scores], ())[0]
+        figure = comparison_figure(diagrams, title=f"{set_name}: {PLOT_TITLES[search]}")
+        written = save_figure(figure, plot_path, force=force)
+        render.stderr_console().print(f"Wrote {written}", soft_wrap=True, markup=False)
 
     if save_logits:
         write_array(save_logits, saved, force=force)
