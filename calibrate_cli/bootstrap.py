@@ -36,8 +36,14 @@ Intervals (θ̂ the metric on the data, q_a the a-quantile of the B bootstrap va
 
 - ``basic`` (default; Kumar et al. 2019):  [2θ̂ − q_{1−α/2}, 2θ̂ − q_{α/2}]
 - ``percentile``:                          [q_{α/2}, q_{1−α/2}]
+- ``bca`` (Efron 1987):                    [q_{a1}, q_{a2}], levels corrected for bias (z0) and
+  skewness (the acceleration, from a delete-a-group jackknife: :func:`jackknife_values`)
 
-Intervals are never clipped (a basic interval may reach below 0).
+Intervals are never clipped (a basic interval may reach below 0), but each carries ``warnings`` when
+it reaches outside the metric's range (:data:`METRIC_RANGES`), excludes its point estimate (the
+mark of a biased estimator: binned calibration errors are biased upward), or rests on too few
+resamples. Basic stays the default: on simulated models it covers the true binned ECE far more
+often than percentile or BCa (benchmarks/coverage_bootstrap.py, docs/bootstrap.md).
 """
 
 from __future__ import annotations
@@ -185,7 +191,7 @@ def end_noise(level: float, n_resamples: int) -> float:
 
     For a normal bootstrap distribution (sd σ) the p-quantile of B values has standard deviation
     ≈ √(p(1 − p)/B) / φ(z_p) · σ (p = α/2), and the half-width is z_{1−p} σ, so the ratio is
-    √(p(1 − p)/B) / (φ(z_p) z_{1−p}). At 90 %: 0.066 for B = 1000, 0.10 for B ≈ 165, 0.21 for B = 100.
+    √(p(1 − p)/B) / (φ(z_p) z_{1−p}). At 90 %: 0.041 for B = 1000, 0.10 for B ≈ 165, 0.13 for B = 100.
     """
     p = (1.0 - level) / 2.0
     nd = NormalDist()
