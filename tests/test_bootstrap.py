@@ -18,6 +18,10 @@ from calibrate_cli.bootstrap import (
     bootstrap_values,
     compare,
     confidence_interval,
+    end_noise,
+    jackknife_acceleration,
+    jackknife_values,
+    min_resamples,
 )
 from calibrate_cli.errors import InputError
 from calibrate_cli.metrics import METRIC_NAMES, metrics_from_summary
@@ -191,7 +195,7 @@ def test_undefined_resamples_are_left_out_and_infinite_points_get_none():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"n_resamples": 0}, {"level": 1.0}, {"level": 0}, {"method": "bca"}, {"batch_size": 0}, {"metrics": ["nope"]}],
+    [{"n_resamples": 0}, {"level": 1.0}, {"level": 0}, {"method": "studentized"}, {"batch_size": 0}, {"metrics": ["nope"]}],
 )
 def test_bad_settings_raise_input_error(kwargs):
     logits, labels = _data(20, 3)
@@ -413,3 +417,101 @@ def test_bad_custom_metrics_are_input_errors(metrics, message):
     logits, labels = _data(30, 3)
     with pytest.raises(InputError, match=message):
         bootstrap(logits, labels, n_resamples=3, metrics=metrics)
+
+
+# ---------------------------------------------------------------- BCa, jackknife, and what an interval warns about
+
+
+def test_bca_levels_by_hand():
+    """z0 = Φ⁻¹(share below θ̂); a1,2 = Φ(z0 + (z0 + z)/(1 − a(z0 + z))); ends = those quantiles."""
+    from scipy.stats import norm
+
+    values = np.arange(1000, dtype=float) / 1000  # 300 values below 0.2995
+    for a in (0.0, 0.05, -0.03):
+        ci = confidence_interval(0.2995, values, level=0.9, method="bca", acceleration=a)
+        z0 = norm.ppf(0.3)
+        levels = [norm.cdf(z0 + (z0 + z) / (1 - a * (z0 + z))) for z in (norm.ppf(0.05), norm.ppf(0.95))]
+        expected = np.percentile(values, [100 * levels[0], 100 * levels[1]])
+        assert (ci.low, ci.high) == pytest.approx(tuple(expected), abs=1e-12)
+    # θ̂ at the median and a = 0: BCa is the percentile interval
+    values = np.random.default_rng(0).normal(size=999)
+    med = float(np.median(values))
+    bca = confidence_interval(med, values, method="bca")
+    pct = confidence_interval(med, values, method="percentile")
+    assert (bca.low, bca.high) == pytest.approx((pct.low, pct.high), abs=1e-12)
+
+
+def test_bca_counts_ties_with_the_estimate_as_half_below():
+    values = np.array([0.0] * 4 + [1.0] * 92 + [2.0] * 4)  # θ̂ = 1: 4 below, 92 tied → share 0.5
+    ci = confidence_interval(1.0, values, method="bca")
+    assert (ci.low, ci.high) == (1.0, 1.0)  # z0 = 0: the 5 % and 95 % quantiles
+    # counting only the values strictly below (share 0.04, z0 = −1.75) would give Φ(−5.1), Φ(−1.86): [0, 0]
+
+
+def test_jackknife_acceleration_by_hand():
+    # u = mean − θ_(i) = 7/3 − (1, 2, 4) = (4/3, 1/3, −5/3): Σu³ = −60/27, Σu² = 42/9
+    assert jackknife_acceleration(np.array([1.0, 2.0, 4.0])) == pytest.approx((-60 / 27) / (6 * (42 / 9) ** 1.5))
+    assert jackknife_acceleration(np.array([2.0, 2.0, 2.0])) == 0.0
+    assert jackknife_acceleration(np.array([1.0, np.nan])) == 0.0
+
+
+def test_leave_one_out_jackknife_of_accuracy_and_its_acceleration():
+    """G = N is the ordinary jackknife: accuracy without sample i is (S − c_i)/(N − 1), and for a
+    mean the acceleration is the skewness formula Σ(c − c̄)³ / (6 (Σ(c − c̄)²)^{3/2})."""
+    logits, labels = _data(60, 3, seed=4)
+    correct = (np.argmax(logits, axis=1) == labels).astype(float)
+    jack = jackknife_values(logits, labels, metrics=["accuracy", "ece"], n_groups=1000)
+    loo = (correct.sum() - correct) / (len(correct) - 1)
+    np.testing.assert_allclose(np.sort(jack["accuracy"]), np.sort(loo), rtol=0, atol=1e-15)
+    d = correct - correct.mean()
+    assert jackknife_acceleration(jack["accuracy"]) == pytest.approx(np.sum(d**3) / (6 * np.sum(d**2) ** 1.5))
+    assert jack["ece"].shape == (60,) and np.isfinite(jack["ece"]).all()
+
+
+def test_grouped_jackknife_removes_each_sample_once():
+    logits, labels = _data(250, 4, seed=2)
+    correct = (np.argmax(logits, axis=1) == labels).astype(float)
+    jack = jackknife_values(logits, labels, metrics=["accuracy"], n_groups=10)["accuracy"]
+    # groups of 25: each value is (S − Σ_g c)/225, and the removed sums add up to S
+    removed = correct.sum() - jack * 225
+    assert jack.shape == (10,) and removed.sum() == pytest.approx(correct.sum())
+    np.testing.assert_allclose(removed, np.rint(removed), atol=1e-9)
+
+
+def test_interval_warnings_say_what_is_wrong():
+    values = np.linspace(0.05, 0.09, 1000)  # every resample above θ̂ = 0.04: an upward-biased estimator
+    basic = confidence_interval(0.04, values, method="basic", bounds=(0.0, 1.0))
+    assert (basic.low, basic.high) == pytest.approx((0.08 - 0.088, 0.08 - 0.052))  # the formula, unclipped
+    assert not basic.contains_point and basic.bias == pytest.approx(0.03)
+    text = " | ".join(basic.warnings)
+    assert "excludes the point estimate 0.04" in text and "100% of the resampled values lie above it" in text
+    assert "biased upward" in text and "reaches below 0" in text
+    assert basic.to_dict()["contains_point"] is False and basic.to_dict()["warnings"] == list(basic.warnings)
+    bca = confidence_interval(0.04, values, method="bca", bounds=(0.0, 1.0))
+    assert any("at its limit" in w for w in bca.warnings) and bca.low == pytest.approx(0.05)
+    fine = confidence_interval(0.07, values, method="basic", bounds=(0.0, 1.0))
+    assert fine.warnings == () and fine.contains_point
+
+
+def test_too_few_resamples_warn():
+    assert min_resamples(0.9) == 20 and min_resamples(0.95) == 40 and min_resamples(0.5) == 4
+    assert end_noise(0.9, 100) > 0.1 > end_noise(0.9, 200) and end_noise(0.9, 1000) < 0.05
+    one = confidence_interval(0.95, np.array([0.9506]), method="basic")
+    assert any("only 1 resample: a 90% interval needs at least 20" in w for w in one.warnings)
+    assert any("only 100 resamples" in w for w in confidence_interval(0.5, np.linspace(0, 1, 100)).warnings)
+    assert confidence_interval(0.5, np.linspace(0, 1, 200)).warnings == ()
+
+
+def test_bootstrap_flags_biased_metrics_and_bca_runs_end_to_end():
+    rng = np.random.default_rng(0)
+    n, k = 150, 10
+    labels = rng.integers(0, k, n)
+    logits = rng.normal(size=(n, k)) * 0.5
+    logits[np.arange(n), labels] += 0.3
+    basic = bootstrap(logits, labels, n_resamples=200, method="basic", metrics=["adaece", "classwise_ece", "accuracy"])
+    assert not basic["classwise_ece"].contains_point and basic["classwise_ece"].warnings
+    assert basic["adaece"].low < 0 and any("below 0" in w for w in basic["adaece"].warnings)
+    assert basic["accuracy"].warnings == ()
+    bca = bootstrap(logits, labels, n_resamples=200, method="bca", metrics=["adaece", "accuracy"])
+    assert bca["adaece"].low >= 0 and bca["adaece"].method == "bca"
+    assert bca["accuracy"].low <= bca["accuracy"].point <= bca["accuracy"].high

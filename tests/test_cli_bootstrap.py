@@ -118,7 +118,7 @@ def test_gate_on_without_bootstrap_is_a_usage_error(runner, files):
     assert "--bootstrap" in result.stderr and "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("opt", [["--bootstrap", "-1"], ["--ci-level", "1.5"], ["--ci-method", "bca"]])
+@pytest.mark.parametrize("opt", [["--bootstrap", "-1"], ["--ci-level", "1.5"], ["--ci-method", "studentized"]])
 def test_bad_bootstrap_options_exit_2(runner, files, opt):
     paths, _, _ = files
     result = runner.invoke(cli, ["eval", paths["logits"], paths["labels"], *opt])
@@ -160,7 +160,7 @@ def test_compare_other_formats(runner, files, fmt):
 
 def test_compare_different_labels_exit_2_with_one_line(runner, files):
     paths, _, _ = files
-    args = ["compare", paths["logits"], paths["labels"], paths["sharp"], paths["other_labels"], "--bootstrap", "10"]
+    args = ["compare", paths["logits"], paths["labels"], paths["sharp"], paths["other_labels"], "--bootstrap", "20"]
     result = runner.invoke(cli, args)
     assert result.exit_code == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]
@@ -172,7 +172,7 @@ def test_compare_output_file_refuses_to_overwrite(runner, files, tmp_path):
     paths, _, _ = files
     out = tmp_path / "diff.json"
     out.write_text("keep")
-    args = ["compare", paths["logits"], paths["labels"], paths["sharp"], paths["labels"], "--bootstrap", "5"]
+    args = ["compare", paths["logits"], paths["labels"], paths["sharp"], paths["labels"], "--bootstrap", "20"]
     result = runner.invoke(cli, args + ["--format", "json", "-o", str(out)])
     assert result.exit_code == 2 and out.read_text() == "keep"
     result = runner.invoke(cli, args + ["--format", "json", "-o", str(out), "--force"])
@@ -233,7 +233,7 @@ def test_device_needing_missing_torch_exits_2_with_one_line(runner, files, monke
         assert len(lines) == 1 and lines[0].startswith("Error:") and "needs torch" in lines[0]
     # auto falls back to numpy: the same numbers as --device cpu
     docs = [
-        _json(runner.invoke(cli, args + ["--bootstrap", "10", "--format", "json", "--device", d])) for d in ("auto", "cpu")
+        _json(runner.invoke(cli, args + ["--bootstrap", "20", "--format", "json", "--device", d])) for d in ("auto", "cpu")
     ]
     assert docs[0] == docs[1]
 
@@ -260,7 +260,100 @@ def test_torch_device_without_bootstrap_is_a_usage_error(runner, files, command)
 def test_json_records_where_the_bootstrap_ran(runner, files, command):
     paths, _, _ = files
     args = _inputs(command, paths)
-    args += ["--bootstrap", "8", "--format", "json"]
+    args += ["--bootstrap", "20", "--format", "json"]
     assert _json(runner.invoke(cli, args))["bootstrap"]["device"] == "cpu"
     pytest.importorskip("torch")
     assert _json(runner.invoke(cli, args + ["--device", "torch-cpu"]))["bootstrap"]["device"] == "torch-cpu"
+
+
+# ---------------------------------------------------------------- suspect intervals say so (issue 19, item 2)
+
+
+@pytest.fixture
+def biased(tmp_path):
+    """150 samples, 10 classes, weak logits: AdaECE and classwise-ECE are strongly biased upward, so
+    the basic interval (2θ̂ − q) of both lies below the estimate, and AdaECE's reaches below 0."""
+    rng = np.random.default_rng(0)
+    n, k = 150, 10
+    labels = rng.integers(0, k, n)
+    logits = rng.normal(size=(n, k)) * 0.5
+    logits[np.arange(n), labels] += 0.3
+    strong = rng.normal(size=(n, k))  # a model that is nearly always right: little bias to cancel B's
+    strong[np.arange(n), labels] += 8
+    paths = {"logits": tmp_path / "weak.npy", "labels": tmp_path / "weak_labels.npy", "strong": tmp_path / "strong.npy"}
+    np.save(paths["logits"], logits)
+    np.save(paths["labels"], labels)
+    np.save(paths["strong"], strong)
+    return {name: str(p) for name, p in paths.items()}
+
+
+def test_eval_warns_when_an_interval_excludes_its_estimate_or_leaves_the_range(runner, biased):
+    args = ["eval", biased["logits"], biased["labels"], "--bootstrap", "200", "--ci-method", "basic"]
+    doc = _json(runner.invoke(cli, args + ["--format", "json"]))
+    excluded = {m for m, ci in doc["intervals"].items() if not ci["low"] <= ci["point"] <= ci["high"]}
+    below_zero = {m for m, ci in doc["intervals"].items() if ci["low"] < 0}
+    assert {"adaece", "classwise_ece"} <= excluded and "adaece" in below_zero  # the data do what they should
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 0
+    lines = result.stderr.splitlines()
+    for name, pretty in [("adaece", "AdaECE"), ("classwise_ece", "Classwise-ECE")]:
+        hit = [line for line in lines if line.startswith(f"Warning: {pretty} interval: the interval excludes")]
+        assert len(hit) == 1 and "biased upward" in hit[0], result.stderr
+    assert any(line.startswith("Warning: AdaECE interval: the interval reaches below 0") for line in lines)
+    assert not any(line.startswith("Warning: Accuracy interval") for line in lines)  # accuracy's is fine
+    # the JSON says the same, per interval and in the document's warnings
+    assert doc["intervals"]["classwise_ece"]["contains_point"] is False
+    assert any("excludes the point estimate" in w for w in doc["intervals"]["classwise_ece"]["warnings"])
+    assert doc["intervals"]["accuracy"]["warnings"] == [] and doc["intervals"]["accuracy"]["contains_point"]
+    assert any(w.startswith("AdaECE interval: the interval reaches below 0") for w in doc["warnings"])
+
+
+def test_compare_warns_for_a_difference_interval_that_excludes_the_difference(runner, biased):
+    args = ["compare", biased["strong"], biased["labels"], biased["logits"], biased["labels"], "--bootstrap", "200"]
+    doc = _json(runner.invoke(cli, args + ["--ci-method", "basic", "--format", "json"]))
+    excluded = [m for m, d in doc["differences"].items() if d["interval"] and not d["interval"]["contains_point"]]
+    assert excluded  # these data give at least one
+    for m in excluded:
+        lo, hi, diff = (doc["differences"][m]["interval"][key] for key in ("low", "high", "point"))
+        assert diff < lo or diff > hi
+    result = runner.invoke(cli, args + ["--ci-method", "basic"])
+    assert result.exit_code == 0
+    assert sum("B − A" in line and "excludes the point estimate" in line for line in result.stderr.splitlines()) == len(
+        excluded
+    )
+
+
+@pytest.mark.parametrize("command", ["eval", "compare"])
+@pytest.mark.parametrize("b", ["1", "19"])
+def test_too_few_resamples_for_the_level_are_refused(runner, files, command, b):
+    """--bootstrap 1 printed `Accuracy 95.05 % [95.06 %, 95.06 %]` without a word."""
+    paths, _, _ = files
+    result = runner.invoke(cli, _inputs(command, paths) + ["--bootstrap", b])
+    assert result.exit_code == 2
+    assert f"--bootstrap {b} is too few resamples for a 90% interval: at least 20" in result.stderr
+    assert "Traceback" not in result.stderr
+    # at 95 % a tail of 2.5 % needs 40 resamples
+    result = runner.invoke(cli, _inputs(command, paths) + ["--bootstrap", "20", "--ci-level", "0.95"])
+    assert result.exit_code == 2 and "at least 40" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["eval", "compare"])
+def test_few_resamples_get_one_summarising_warning(runner, files, command):
+    paths, _, _ = files
+    result = runner.invoke(cli, _inputs(command, paths) + ["--bootstrap", "50"])
+    assert result.exit_code == 0
+    lines = [line for line in result.stderr.splitlines() if "only 50 resamples" in line]
+    assert lines == [lines[0]] and lines[0].startswith("Warning: bootstrap: only 50 resamples"), result.stderr
+    # 1000 resamples: nothing to say about the resample count
+    quiet = runner.invoke(cli, _inputs(command, paths) + ["--bootstrap", "1000", "--format", "json"])
+    assert "resamples" not in quiet.stderr
+
+
+def test_ci_method_bca_is_offered_and_recorded(runner, files):
+    paths, logits, labels = files
+    args = ["eval", paths["logits"], paths["labels"], "--bootstrap", "200", "--ci-method", "bca", "--format", "json"]
+    doc = _json(runner.invoke(cli, args))
+    expected = bootstrap(logits, labels, n_resamples=200, method="bca")
+    assert doc["bootstrap"]["method"] == "bca"
+    for name, ci in expected.items():
+        assert doc["intervals"][name]["low"] == ci.low and doc["intervals"][name]["high"] == ci.high

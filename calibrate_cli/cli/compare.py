@@ -12,7 +12,15 @@ from rich.table import Table
 from .._version import __version__
 from ..bootstrap import DEFAULT_N_RESAMPLES
 from . import render
-from .options import binning_options, bootstrap_options, check_device_use, load_inputs, output_options
+from .options import (
+    binning_options,
+    bootstrap_options,
+    check_device_use,
+    check_resamples,
+    interval_warnings,
+    load_inputs,
+    output_options,
+)
 
 PROGRESS_MIN_WORK = 10_000_000
 
@@ -25,7 +33,13 @@ def compare_payload(comparison, paths: dict, input_kind: str, boot: dict | None)
         "inputs": {**paths, "input_kind": input_kind},
         "bootstrap": boot,
         **comparison.to_dict(),
+        "warnings": _warnings(comparison),
     }
+
+
+def _warnings(comparison) -> list[str]:
+    """The interval warnings of the differences (also printed on stderr)."""
+    return interval_warnings({n: d.interval for n, d in comparison.differences.items()}, prefix="B − A ")
 
 
 def _rows(comparison):
@@ -119,6 +133,7 @@ def compare_command(
     from ..devices import resolve_device
 
     check_device_use(device, n_resamples)
+    check_resamples(n_resamples, ci_level, device)
     a, ya, a_labels_name = load_inputs(a_scores, a_labels, None)
     b, yb, b_labels_name = load_inputs(b_scores, b_labels, None)
     n = len(ya)
@@ -146,6 +161,7 @@ def compare_command(
         boot["device"] = resolve_device(device)
     paths = {"a_scores": a_scores, "a_labels": a_labels_name, "b_scores": b_scores, "b_labels": b_labels_name}
     payload = compare_payload(comparison, paths, input_kind, boot)
+    render.warn(payload["warnings"])
     if fmt == "json":
         render.emit(render.to_json(payload), output, force)
     elif fmt == "csv":

@@ -15,7 +15,9 @@ from .options import (
     binning_options,
     bootstrap_options,
     check_device_use,
+    check_resamples,
     gate_on_option,
+    interval_warnings,
     gate_options,
     load_inputs,
     output_options,
@@ -33,6 +35,7 @@ def eval_payload(report, results, scores: str, labels: str, intervals: dict | No
     body["gates"] = [r.to_dict() for r in results]
     body["intervals"] = {name: ci.to_dict() for name, ci in (intervals or {}).items()}
     body["bootstrap"] = bootstrap
+    body["warnings"] = list(body.get("warnings", [])) + interval_warnings(intervals or {})
     return {
         "calib_version": __version__,
         "command": "eval",
@@ -164,6 +167,7 @@ def eval_command(
     if gate_on != "point" and not n_resamples:
         raise click.UsageError(f"--gate-on {gate_on} needs --bootstrap B (B > 0)")
     check_device_use(device, n_resamples)
+    check_resamples(n_resamples, ci_level, device)
     gates = parse_gates(fail_above, fail_below)
     if plot_path:
         from ..plots import check_figure_path
@@ -220,6 +224,7 @@ def eval_command(
     payload = eval_payload(report, results, scores, labels_name, intervals, boot)
 
     render.warn(report.warnings)
+    render.warn(interval_warnings(intervals or {}))
     rendered = render_report(report, payload, fmt, intervals=intervals, bins_csv=bins_csv)
     if isinstance(rendered, list):
         if output:
