@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import io
 import json
 import math
@@ -33,12 +34,23 @@ PRETTY_NAMES = {
 }
 
 
+class _Console(Console):
+    """Rich's console, except that a closed pipe raises BrokenPipeError (Rich's own answer is
+    ``SystemExit(1)``, which reads as a failed gate): the CLI ends quietly with exit code 141."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+
 def stdout_console() -> Console:
-    return Console(highlight=False)
+    """The console of reports on stdout; refuses a closed stdout (the report would be lost)."""
+    _check_stdout()
+    return _Console(highlight=False)
 
 
 def stderr_console() -> Console:
-    return Console(stderr=True, highlight=False)
+    return _Console(stderr=True, highlight=False)
 
 
 def json_ready(obj):
@@ -76,7 +88,8 @@ def shown_metrics(metrics: dict) -> list[str]:
 
 
 def metrics_table(metrics: dict, *, title: str | None = None, intervals: dict | None = None) -> Table:
-    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    """``title`` is plain text (file names may hold Rich markup such as ``[bold]``: escaped)."""
+    table = Table(title=plain(title), title_justify="left", show_edge=False, pad_edge=False)
     table.add_column("metric", style="bold")
     table.add_column("value", justify="right")
     if intervals:
@@ -95,7 +108,7 @@ def metrics_table(metrics: dict, *, title: str | None = None, intervals: dict | 
 
 
 def bins_table(rows: list[dict], *, title: str, first_closed: bool = True) -> Table:
-    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    table = Table(title=plain(title), title_justify="left", show_edge=False, pad_edge=False)
     for col, justify in (("bin", "left"), ("count", "right"), ("confidence", "right"), ("accuracy", "right"), ("gap", "right")):
         table.add_column(col, justify=justify)
     table.add_column("", justify="left")
@@ -121,11 +134,47 @@ def bins_table(rows: list[dict], *, title: str, first_closed: bool = True) -> Ta
     return table
 
 
+def plain(text: str | None) -> str | None:
+    """User text (file names, messages quoting them) shown literally by Rich: ``[`` escaped."""
+    return None if text is None else escape(str(text))
+
+
+def _check_stdout() -> None:
+    if sys.stdout is None or getattr(sys.stdout, "closed", False):
+        from ..errors import OutputError
+
+        raise OutputError("standard output is closed; write the report to a file with -o FILE")
+
+
+@contextlib.contextmanager
+def writing_stdout():
+    """Errors writing stdout, as one line: a full disk, a bad descriptor (exit 2). A reader that
+    went away (BrokenPipeError) passes through: the CLI ends quietly with 141, as Unix tools."""
+    from ..errors import OutputError
+
+    _check_stdout()
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise OutputError(f"standard output: cannot write ({exc.strerror or exc})") from None
+
+
+def flush_stdout() -> None:
+    """Flush stdout inside the CLI's error handling (a buffered write fails only here)."""
+    if sys.stdout is None or getattr(sys.stdout, "closed", False):
+        return
+    with writing_stdout():
+        sys.stdout.flush()
+
+
 def render_tables(console: Console, tables: list) -> None:
-    for i, table in enumerate(tables):
-        if i:
-            console.print()
-        console.print(table)
+    with writing_stdout() if console.file is sys.stdout else contextlib.nullcontext():
+        for i, table in enumerate(tables):
+            if i:
+                console.print()
+            console.print(table)
 
 
 def tables_to_text(tables: list, width: int = 110) -> str:
@@ -169,19 +218,21 @@ def metrics_markdown(metrics: dict, *, heading: str | None = None, intervals: di
 
 
 def emit(text: str, output: str | None, force: bool) -> None:
-    """Write ``text`` to ``output`` (atomically, refusing to overwrite without force) or to stdout."""
-    if output:
+    """Write ``text`` to ``output`` (atomically, refusing to overwrite without force) or to stdout
+    (``None`` or ``-``)."""
+    if output and output != "-":
         from ..io import write_text
 
         write_text(output, text, force=force)
     else:
-        sys.stdout.write(text)
+        with writing_stdout():
+            sys.stdout.write(text)
 
 
 def warn(messages) -> None:
     console = stderr_console()
     for message in messages:
-        console.print(f"[yellow]Warning:[/yellow] {message}", soft_wrap=True)
+        console.print(f"[yellow]Warning:[/yellow] {plain(message)}", soft_wrap=True)
 
 
 @contextlib.contextmanager
