@@ -63,6 +63,7 @@ __all__ = [
     "shorten_middle",
     "figure_format",
     "check_figure_path",
+    "escape_mathtext",
     "save_figure",
 ]
 
@@ -773,15 +774,24 @@ def figure_format(path: str | os.PathLike) -> str:
 
 
 def check_figure_path(path: str | os.PathLike, *, force: bool = False) -> Path:
-    """Check before any work that ``path`` can receive a figure: known extension, an existing
-    folder, and no existing file unless ``force``."""
+    """Check before any work that ``path`` can receive a figure: known extension, and the rules of
+    :func:`~calibrate_cli.io.check_output_path` (existing folder, no existing file unless
+    ``force``, never a FIFO, device or directory)."""
     figure_format(path)
     return check_output_path(path, force=force)
 
 
+def escape_mathtext(text: str | None) -> str | None:
+    """``text`` shown literally by matplotlib: each ``$`` escaped, so a file name such as
+    ``tex$\\foo$.npy`` is not parsed as mathtext. For text from users (file names, ``--title``,
+    ``--name``); Python callers who want mathtext in their labels pass them unescaped."""
+    return None if text is None else str(text).replace("$", r"\$")
+
+
 def save_figure(fig, path: str | os.PathLike, *, dpi: int = DEFAULT_DPI, force: bool = False) -> Path:
-    """Write ``fig`` to ``path`` as PNG, SVG or PDF (by extension), atomically (temp file in the same
-    folder + rename); never overwrite an existing file unless ``force``. ``dpi`` applies to PNG."""
+    """Write ``fig`` to ``path`` as PNG, SVG or PDF (by extension), atomically (a temporary in the same
+    folder, then a hard link, or with ``force`` a rename: :func:`~calibrate_cli.io.atomic_write`);
+    never overwrite an existing file unless ``force``. ``dpi`` applies to PNG."""
     fmt = figure_format(path)
     if isinstance(dpi, bool) or not isinstance(dpi, (int, np.integer)) or not 10 <= dpi <= 2400:
         raise InputError(f"Expected `dpi` to be an integer in [10, 2400], but got {dpi!r}")

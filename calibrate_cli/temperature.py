@@ -139,7 +139,10 @@ def temperature_grid(start=DEFAULT_GRID[0], stop=DEFAULT_GRID[1], step=DEFAULT_G
         raise InputError(f"grid step must be > 0, got {step}")
     if d_stop < d_start:
         raise InputError(f"grid stop ({stop}) must be ≥ start ({start})")
-    count = int((d_stop - d_start) // d_step) + 1
+    try:
+        count = int((d_stop - d_start) // d_step) + 1
+    except InvalidOperation:  # the quotient has more digits than decimal's precision: far too many
+        raise InputError(f"grid {start}:{stop}:{step} has more than {MAX_GRID_SIZE} values (the most allowed)") from None
     if count > MAX_GRID_SIZE:
         raise InputError(f"grid {start}:{stop}:{step} has {count} values; at most {MAX_GRID_SIZE} are allowed")
     return np.array([float(d_start + i * d_step) for i in range(count)], dtype=np.float64)

@@ -1,13 +1,20 @@
 """The ``calib`` command line: a thin Click shell over the core (parse → load → core → render).
 
-Errors are translated in one place, :class:`CalibGroup`: a :class:`~calibrate_cli.errors.CalibError`
-becomes ``Error: <one line>`` on stderr with exit code 2, never a traceback (set ``CALIB_DEBUG=1``
-to see one). Heavy libraries (torch, matplotlib) are imported only inside the commands that need them.
+Errors are translated in one place, :class:`CalibGroup`, into the exit codes of
+docs/cli-contract.md: 0 ok, 1 a gate failed, 2 bad input or usage (``Error: <one line>`` on
+stderr naming the file, never a traceback), 3 a bug in calib (``internal error``; set
+``CALIB_DEBUG=1`` for the traceback), 130 Ctrl-C, 141 the reader of stdout went away (quietly, as
+Unix tools), 143 SIGTERM (temporaries removed). Heavy libraries (torch, matplotlib) are imported
+only inside the commands that need them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import sys
+import threading
 
 import click
 
@@ -16,34 +23,134 @@ from ..errors import CalibError
 
 DEBUG_ENV = "CALIB_DEBUG"
 
+EXIT_OK = 0
+EXIT_GATE = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a tool killed by SIGPIPE
+#: signals that end a run at once, temporaries removed, with 128 + the signal's number (and SIGINT)
+TERMINATING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
 
 class UserError(click.ClickException):
     """A problem with the user's input or files: ``Error: ...`` on stderr, exit code 2."""
 
-    exit_code = 2
+    exit_code = EXIT_USAGE
+
+
+class InternalError(click.ClickException):
+    """A bug in calib (an exception nobody expected): ``Error: internal error: ...``, exit code 3."""
+
+    exit_code = EXIT_INTERNAL
+
+
+def _end_now(signum, frame):
+    """SIGTERM, SIGHUP, SIGINT: remove this run's temporaries and exit with 128 + the signal's
+    number at once. (Raising an exception instead is not reliable: a C++ extension such as
+    matplotlib's Agg may turn it into an unrelated TypeError.)"""
+    from ..io import remove_live_temporaries
+
+    remove_live_temporaries()
+    os._exit(128 + signum)
+
+
+@contextlib.contextmanager
+def _terminating_signals():
+    """Install :func:`_end_now` while a command runs (main thread only; not for SIGINT with
+    CALIB_DEBUG, which keeps Python's KeyboardInterrupt and its traceback)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signals = TERMINATING_SIGNALS + (() if os.environ.get(DEBUG_ENV) else (signal.SIGINT,))
+    previous = {}
+    try:
+        for signum in signals:
+            previous[signum] = signal.signal(signum, _end_now)
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _tolerant_streams() -> None:
+    """Text the terminal's encoding cannot show (``−`` under PYTHONIOENCODING=ascii, a file name
+    that is not UTF-8) becomes ``?`` instead of a UnicodeEncodeError. Files written with -o are
+    always UTF-8."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(Exception):
+                reconfigure(errors="replace")
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null so the interpreter's final flush is quiet."""
+    with contextlib.suppress(Exception):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _one_line(text: str) -> str:
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    return " ".join(lines)
 
 
 class CalibGroup(click.Group):
-    """Root group: turns every CalibError (and unexpected failures) into a one-line error."""
+    """Root group: the one place where failures become exit codes (see the module's docstring)."""
+
+    def main(self, *args, **kwargs):
+        _tolerant_streams()
+        with _terminating_signals():
+            return super().main(*args, **kwargs)
+
+    def make_context(self, *args, **kwargs):
+        # parsing prints --help and usage errors: a closed pipe or Ctrl-C there too
+        try:
+            return super().make_context(*args, **kwargs)
+        except BrokenPipeError:
+            _silence_stdout()
+            raise click.exceptions.Exit(EXIT_BROKEN_PIPE) from None
+        except KeyboardInterrupt:
+            raise click.exceptions.Exit(128 + signal.SIGINT) from None
 
     def invoke(self, ctx: click.Context):
+        from . import render
+        from ..io import remove_live_temporaries
+
+        debug = bool(os.environ.get(DEBUG_ENV))
         try:
-            return super().invoke(ctx)
-        except CalibError as exc:
-            if os.environ.get(DEBUG_ENV):
+            try:
+                result = super().invoke(ctx)
+            except click.exceptions.Exit:
+                render.flush_stdout()
                 raise
-            raise UserError(str(exc)) from None
+            render.flush_stdout()
+            return result
+        except BrokenPipeError:
+            _silence_stdout()
+            raise click.exceptions.Exit(EXIT_BROKEN_PIPE) from None
+        except KeyboardInterrupt:
+            remove_live_temporaries()
+            if debug:
+                raise
+            raise click.exceptions.Exit(128 + signal.SIGINT) from None
+        except CalibError as exc:
+            if debug:
+                raise
+            raise UserError(_one_line(exc)) from None
         except MemoryError:
-            if os.environ.get(DEBUG_ENV):
+            if debug:
                 raise
             raise UserError("out of memory; try a smaller input or a machine with more RAM") from None
-        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort, KeyboardInterrupt):
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except Exception as exc:
-            if os.environ.get(DEBUG_ENV):
+            if debug:
                 raise
-            raise click.ClickException(
-                f"internal error: {type(exc).__name__}: {exc} (set {DEBUG_ENV}=1 for a traceback and please report it)"
+            raise InternalError(
+                f"internal error: {type(exc).__name__}: {_one_line(exc)} "
+                f"(set {DEBUG_ENV}=1 for a traceback and please report it)"
             ) from None
 
 

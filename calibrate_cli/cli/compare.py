@@ -13,6 +13,7 @@ from .._version import __version__
 from ..bootstrap import DEFAULT_N_RESAMPLES
 from . import render
 from .options import (
+    Outputs,
     binning_options,
     bootstrap_options,
     check_device_use,
@@ -55,7 +56,7 @@ def _verdict(d) -> str:
 
 
 def comparison_table(comparison, *, title: str) -> Table:
-    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    table = Table(title=escape(title), title_justify="left", show_edge=False, pad_edge=False)
     table.add_column("metric", style="bold")
     for col in ("A", "B", "B − A", "interval of B − A"):
         table.add_column(col, justify="right")
@@ -134,6 +135,7 @@ def compare_command(
 
     check_device_use(device, n_resamples)
     check_resamples(n_resamples, ci_level, device)
+    Outputs(force).report("--output", output).check()  # before any work
     a, ya, a_labels_name = load_inputs(a_scores, a_labels, None)
     b, yb, b_labels_name = load_inputs(b_scores, b_labels, None)
     n = len(ya)

@@ -20,6 +20,7 @@ from .options import (
     interval_warnings,
     gate_options,
     load_inputs,
+    Outputs,
     output_options,
     parse_gates,
     scores_and_labels,
@@ -93,7 +94,7 @@ def render_report(
 @output_options
 @gate_options
 @click.option(
-    "--plot", "plot_path", type=click.Path(dir_okay=False), metavar="FILE",
+    "--plot", "plot_path", metavar="FILE",
     help="Also draw the reliability diagram to FILE (.png, .svg, .pdf; --force overwrites it).",
 )
 @click.option(
@@ -169,10 +170,7 @@ def eval_command(
     check_device_use(device, n_resamples)
     check_resamples(n_resamples, ci_level, device)
     gates = parse_gates(fail_above, fail_below)
-    if plot_path:
-        from ..plots import check_figure_path
-
-        check_figure_path(plot_path, force=force)
+    Outputs(force).report("--output", output).figure("--plot", plot_path).check()  # before any work
     score_array, label_array, labels_name = load_inputs(scores, labels, label_col)
     score_array = score_array if temperature is None else scale_scores(score_array, temperature, input_kind, scores_name=scores)
     report = evaluate(
@@ -213,12 +211,12 @@ def eval_command(
         }
     results = check_gates(report.metrics, gates, gated_on=gate_on, intervals=intervals)
     if plot_path:
-        from ..plots import eval_figure, save_figure
+        from ..plots import escape_mathtext, eval_figure, save_figure
         from .plot import model_names
 
         ece_ci = intervals.get("ece") if intervals else None
         interval = (ece_ci.low, ece_ci.high) if ece_ci else None
-        figure = eval_figure(report, label=model_names([scores], ())[0], interval=interval)
+        figure = eval_figure(report, label=escape_mathtext(model_names([scores], ())[0]), interval=interval)
         written = save_figure(figure, plot_path, force=force)
         render.stderr_console().print(f"Wrote {written}", soft_wrap=True, markup=False)
     payload = eval_payload(report, results, scores, labels_name, intervals, boot)
@@ -238,5 +236,5 @@ def eval_command(
     if failed:
         err = render.stderr_console()
         for result in failed:
-            err.print(f"[red]{result.describe()}[/red]", soft_wrap=True)
+            err.print(f"[red]{render.plain(result.describe())}[/red]", soft_wrap=True)
         click.get_current_context().exit(1)

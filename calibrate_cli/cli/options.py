@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import functools
+import os
+from pathlib import Path
+
 import click
 
 from ..bootstrap import CI_METHODS, DEFAULT_CI_LEVEL, DEFAULT_CI_METHOD, DEFAULT_SEED
 from ..devices import DEFAULT_DEVICE, DEVICES
+from ..errors import OutputError
 from ..gates import GATE_ON, Gate
 from ..io import load_labels, load_scores
 from ..metrics import DEFAULT_N_BINS
 from ..summary import COMPAT_MODES
 
 FORMATS = ("table", "json", "csv", "markdown")
+#: --n-bins above this is refused as a usage error (a bin needs samples; 10^6 bins already cost ~1 GB)
+MAX_N_BINS = 1_000_000
 
 
 def scores_and_labels(func):
@@ -43,7 +50,7 @@ def binning_options(func):
     )(func)
     func = click.option(
         "--n-bins",
-        type=click.IntRange(min=1),
+        type=click.IntRange(min=1, max=MAX_N_BINS),
         default=DEFAULT_N_BINS,
         show_default=True,
         help="Number of bins M for ECE, AdaECE, classwise-ECE and MCE.",
@@ -51,15 +58,116 @@ def binning_options(func):
     return func
 
 
-def output_options(func):
-    func = click.option("--force", is_flag=True, help="Overwrite --output FILE if it exists.")(func)
-    func = click.option(
-        "-o", "--output", type=click.Path(dir_okay=False), help="Write the report to FILE instead of stdout."
-    )(func)
-    func = click.option(
-        "-f", "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="Report format."
-    )(func)
-    return func
+#: report format of ``--output FILE`` when --format is not given (anything else: table)
+SUFFIX_FORMATS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
+#: what ``--force`` says in every command's --help
+FORCE_HELP = (
+    "Replace output files that exist (regular files only; through a symbolic link, its target). "
+    "Never a directory, FIFO or device."
+)
+
+
+def report_format(fmt: str | None, output: str | None) -> str:
+    """The report format: ``--format`` when given, else from ``--output``'s suffix (.json → json,
+    .csv → csv, .md/.markdown → markdown, anything else → table), else table."""
+    if fmt is not None:
+        return fmt
+    if output and output != "-":
+        return SUFFIX_FORMATS.get(Path(output).suffix.lower(), "table")
+    return "table"
+
+
+def output_options(func=None, *, output_help: str | None = None):
+    """-f/--format, -o/--output and --force, shared by every command that writes a report.
+
+    The command receives the resolved format (:func:`report_format`: a CI job writing
+    ``-o metrics.json`` gets JSON without --format) and ``output=None`` for ``-o -`` (stdout).
+    """
+
+    def decorate(command):
+        @functools.wraps(command)
+        def resolved(*args, fmt, output, **kwargs):
+            fmt = report_format(fmt, output)
+            return command(*args, fmt=fmt, output=None if output == "-" else output, **kwargs)
+
+        resolved = click.option("--force", is_flag=True, help=FORCE_HELP)(resolved)
+        resolved = click.option(
+            "-o", "--output", metavar="FILE",
+            help=output_help or "Write the report to FILE instead of stdout ('-': stdout).",
+        )(resolved)
+        resolved = click.option(
+            "-f", "--format", "fmt", type=click.Choice(FORMATS), default=None,
+            help="Report format [default: from --output's suffix: .json, .csv, .md; else table].",
+        )(resolved)
+        return resolved
+
+    return decorate(func) if func is not None else decorate
+
+
+class Outputs:
+    """Every file a command will write, checked together before any work starts.
+
+    ``Outputs(force).report("--output", path).figure("--plot", path).array("--save-logits", path)``
+    then :meth:`check`: each path must be writable (:func:`~calibrate_cli.io.check_output_path`:
+    folder exists and is writable, name within NAME_MAX, no existing file without --force, never
+    a directory/FIFO/device), a figure needs .png/.svg/.pdf and an array .npy, and no two options
+    may name one file (same resolved path, or the same file through a link). ``-`` (stdout) is
+    allowed for the report only. A problem is an :class:`~calibrate_cli.errors.OutputError` (exit 2).
+    """
+
+    def __init__(self, force: bool):
+        self.force = force
+        self._items: list[tuple[str, str, str]] = []
+
+    def _add(self, kind: str, option: str, path: str | None) -> "Outputs":
+        if path is not None:
+            self._items.append((kind, option, path))
+        return self
+
+    def report(self, option: str, path: str | None) -> "Outputs":
+        return self._add("report", option, path)
+
+    def figure(self, option: str, path: str | None) -> "Outputs":
+        return self._add("figure", option, path)
+
+    def array(self, option: str, path: str | None) -> "Outputs":
+        return self._add("array", option, path)
+
+    def check(self) -> "Outputs":
+        from ..io import check_array_path, check_output_path
+
+        seen: list[tuple[str, str, Path]] = []
+        for kind, option, path in self._items:
+            if path == "-":
+                if kind == "report":
+                    continue
+                what = "a figure file (.png, .svg, .pdf)" if kind == "figure" else "a .npy file"
+                raise OutputError(f"{option} -: standard output takes reports only; give {what}")
+            if kind == "figure":
+                from ..plots import check_figure_path
+
+                target = check_figure_path(path, force=self.force)
+            elif kind == "array":
+                target = check_array_path(path, force=self.force)
+            else:
+                target = check_output_path(path, force=self.force)
+            for other_option, other_path, other_target in seen:
+                if _same_file(target, other_target):
+                    raise OutputError(
+                        f"{path}: {other_option} {other_path} and {option} {path} name the same file; "
+                        "give each output its own file"
+                    )
+            seen.append((option, path, target))
+        return self
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)  # hard links
+    except OSError:
+        return False
 
 
 def gate_options(func):

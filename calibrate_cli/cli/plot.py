@@ -9,9 +9,9 @@ import click
 from ..errors import InputError
 from ..io import load_labels, load_scores, load_temperature, split_source
 from ..metrics import DEFAULT_N_BINS
-from ..plots import DEFAULT_DPI, STRATEGIES, MAX_CLASSWISE_CLASSES, check_figure_path
+from ..plots import DEFAULT_DPI, STRATEGIES, MAX_CLASSWISE_CLASSES, escape_mathtext
 from . import render
-from .options import load_inputs, scores_and_labels
+from .options import FORCE_HELP, MAX_N_BINS, Outputs, load_inputs, scores_and_labels
 
 
 def model_names(sources: list[str], names: tuple[str, ...]) -> list[str]:
@@ -51,11 +51,11 @@ def parse_classes(ctx, param, value: str | None) -> list[int] | None:
 @click.command("plot")
 @scores_and_labels
 @click.option(
-    "-o", "--output", required=True, type=click.Path(dir_okay=False), metavar="FILE",
+    "-o", "--output", required=True, metavar="FILE",
     help="Figure file: .png, .svg or .pdf (by extension).",
 )
 @click.option(
-    "--n-bins", type=click.IntRange(min=1), default=DEFAULT_N_BINS, show_default=True, help="Number of bins M."
+    "--n-bins", type=click.IntRange(min=1, max=MAX_N_BINS), default=DEFAULT_N_BINS, show_default=True, help="Number of bins M."
 )
 @click.option(
     "--strategy", type=click.Choice(STRATEGIES), default="uniform", show_default=True,
@@ -87,7 +87,7 @@ def parse_classes(ctx, param, value: str | None) -> list[int] | None:
 @click.option(
     "--dpi", type=click.IntRange(10, 2400), default=DEFAULT_DPI, show_default=True, help="Resolution of a PNG."
 )
-@click.option("--force", is_flag=True, help="Overwrite FILE if it exists.")
+@click.option("--force", is_flag=True, help=FORCE_HELP)
 def plot_command(
     scores, labels, input_kind, label_col, output, n_bins, strategy, temperature_value, compare, names, title,
     classwise, overlay, classes, dpi, force,
@@ -136,13 +136,14 @@ def plot_command(
     if temperature_value is not None and input_kind == "probs":
         raise click.UsageError("--temperature scales logits; it cannot be used with --probs")
     # every limit is checked before any work starts
-    check_figure_path(output, force=force)
+    Outputs(force).figure("--output", output).check()
     temperature = load_temperature(temperature_value) if temperature_value is not None else None
     sources = [scores] + [pair[0] for pair in compare]
     model_names(sources, names)  # checks the --name count early
     score_array, label_array, labels_name = load_inputs(scores, labels, label_col)
     others = [(load_scores(s)[0], load_labels(l), s, l) for s, l in compare]
-    names_ = model_names(sources, names)
+    names_ = [escape_mathtext(name) for name in model_names(sources, names)]  # shown literally ($ is not math)
+    title = escape_mathtext(title)
     common = dict(input_kind=input_kind, n_bins=n_bins)
 
     if classwise:

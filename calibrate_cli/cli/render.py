@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import csv
+import errno
 import io
 import json
 import math
@@ -24,12 +25,23 @@ PRETTY_NAMES = {spec.name: spec.display_name for spec in METRICS}
 _HIDDEN_WHEN_UNDEFINED = frozenset(spec.name for spec in METRICS if not spec.shown_when_undefined)
 
 
+class _Console(Console):
+    """Rich's console, except that a closed pipe raises BrokenPipeError (Rich's own answer is
+    ``SystemExit(1)``, which reads as a failed gate): the CLI ends quietly with exit code 141."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+
 def stdout_console() -> Console:
-    return Console(highlight=False)
+    """The console of reports on stdout; refuses a closed stdout (the report would be lost)."""
+    _check_stdout()
+    return _Console(highlight=False)
 
 
 def stderr_console() -> Console:
-    return Console(stderr=True, highlight=False)
+    return _Console(stderr=True, highlight=False)
 
 
 def json_ready(obj):
@@ -113,8 +125,10 @@ def _plain(table: Table) -> Table:
 
 
 def metrics_table(metrics: dict, *, title: str | None = None, intervals: dict | None = None) -> Table:
-    """The metrics: name, value, [interval], definition (the definition gives way on narrow consoles)."""
-    table = FittedTable(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    """The metrics: name, value, [interval], definition (the definition gives way on narrow consoles).
+
+    ``title`` is plain text (file names may hold Rich markup such as ``[bold]``: escaped)."""
+    table = FittedTable(title=plain(title), title_justify="left", show_edge=False, pad_edge=False)
     table.optional_column = "definition"
     table.add_column("metric", style="bold", no_wrap=True)
     table.add_column("value", justify="right", no_wrap=True)
@@ -134,7 +148,7 @@ def metrics_table(metrics: dict, *, title: str | None = None, intervals: dict | 
 
 
 def bins_table(rows: list[dict], *, title: str, first_closed: bool = True) -> Table:
-    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    table = Table(title=plain(title), title_justify="left", show_edge=False, pad_edge=False)
     for col, justify in (("bin", "left"), ("count", "right"), ("confidence", "right"), ("accuracy", "right"), ("gap", "right")):
         table.add_column(col, justify=justify)
     table.add_column("", justify="left")
@@ -160,19 +174,53 @@ def bins_table(rows: list[dict], *, title: str, first_closed: bool = True) -> Ta
     return table
 
 
+def plain(text: str | None) -> str | None:
+    """User text (file names, messages quoting them) shown literally by Rich: ``[`` escaped."""
+    return None if text is None else escape(str(text))
+
+
+def _check_stdout() -> None:
+    if sys.stdout is None or getattr(sys.stdout, "closed", False):
+        from ..errors import OutputError
+
+        raise OutputError("standard output is closed; write the report to a file with -o FILE")
+
+
+@contextlib.contextmanager
+def writing_stdout():
+    """Errors writing stdout, as one line: a full disk, a bad descriptor (exit 2). A reader that
+    went away (BrokenPipeError) passes through: the CLI ends quietly with 141, as Unix tools."""
+    from ..errors import OutputError
+
+    _check_stdout()
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise OutputError(f"standard output: cannot write ({exc.strerror or exc})") from None
+
+
+def flush_stdout() -> None:
+    """Flush stdout inside the CLI's error handling (a buffered write fails only here)."""
+    if sys.stdout is None or getattr(sys.stdout, "closed", False):
+        return
+    with writing_stdout():
+        sys.stdout.flush()
+
+
 def render_tables(console: Console, tables: list) -> None:
-    """Print each table under its title. A title is printed as its own line, soft-wrapped (the
-    terminal folds it, at its width, not the table's), in the style of a table title."""
-    for i, table in enumerate(tables):
-        if i:
-            console.print()
-        title = getattr(table, "title", None)
-        if title:
-            untitled = copy.copy(table)
-            untitled.title = None
-            console.print(title, style="table.title", soft_wrap=True)
-            table = untitled
-        console.print(table)
+    with writing_stdout() if console.file is sys.stdout else contextlib.nullcontext():
+        for i, table in enumerate(tables):
+            if i:
+                console.print()
+            title = getattr(table, "title", None)
+            if title:
+                untitled = copy.copy(table)
+                untitled.title = None
+                console.print(title, style="table.title", soft_wrap=True)
+                table = untitled
+            console.print(table)
 
 
 def tables_to_text(tables: list, width: int = 160) -> str:
@@ -257,19 +305,21 @@ def bins_markdown(rows: list[dict], *, heading: str | None = None, first_closed:
 
 
 def emit(text: str, output: str | None, force: bool) -> None:
-    """Write ``text`` to ``output`` (atomically, refusing to overwrite without force) or to stdout."""
-    if output:
+    """Write ``text`` to ``output`` (atomically, refusing to overwrite without force) or to stdout
+    (``None`` or ``-``)."""
+    if output and output != "-":
         from ..io import write_text
 
         write_text(output, text, force=force)
     else:
-        sys.stdout.write(text)
+        with writing_stdout():
+            sys.stdout.write(text)
 
 
 def warn(messages) -> None:
     console = stderr_console()
     for message in messages:
-        console.print(f"[yellow]Warning:[/yellow] {message}", soft_wrap=True)
+        console.print(f"[yellow]Warning:[/yellow] {plain(message)}", soft_wrap=True)
 
 
 @contextlib.contextmanager

@@ -6,21 +6,19 @@ import contextlib
 import csv
 import io
 import sys
-from pathlib import Path
 
 import click
 
 from .._version import __version__
-from ..errors import InputError, OutputError
+from ..errors import InputError
 from ..evaluate import conventions, evaluate
 from ..io import load_labels, load_scores, write_array
 from ..metrics import METRIC_NAMES
 from ..predictions import as_predictions
 from ..temperature import DEFAULT_GRID, OBJECTIVES, SEARCHES, fit_temperature, parse_grid
 from . import render
-from .options import FORMATS, binning_options
+from .options import Outputs, binning_options, output_options
 
-SUFFIX_FORMATS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
 DEFAULT_GRID_TEXT = ":".join(f"{v:g}" for v in DEFAULT_GRID)
 #: what `--plot` calls each search in the figure's title
 PLOT_TITLES = {
@@ -29,12 +27,6 @@ PLOT_TITLES = {
     "platt": "Platt scaling",
     "vector": "vector scaling",
 }
-
-
-def _check_writable(path: str | None, force: bool) -> None:
-    """Refuse before any work starts, not after a long fit."""
-    if path and Path(path).exists() and not force:
-        raise OutputError(f"{path}: already exists; use --force to overwrite")
 
 
 @contextlib.contextmanager
@@ -107,7 +99,7 @@ def _table(fit, sets: dict, title: str):
     from rich.table import Table
 
     columns = _columns(fit, sets)
-    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    table = Table(title=render.plain(title), title_justify="left", show_edge=False, pad_edge=False)
     table.add_column("metric", style="bold")
     for header, _ in columns:
         table.add_column(header, justify="right")
@@ -191,19 +183,15 @@ def _title(fit, val_scores: str) -> str:
     default="logits",
     help="Scores are probabilities: fitted through log p (a probability of 0 stays 0 at every T).",
 )
-@click.option(
-    "-f", "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-    help="Report format (with --output and no --format: from FILE's suffix, .json → json).",
+@output_options(
+    output_help="Write the report to FILE ('-': stdout; t.json: reusable as `calib eval --temperature t.json`)."
 )
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report to FILE (t.json: reusable "
-              "as `calib eval --temperature t.json`).")
-@click.option("--save-logits", type=click.Path(dir_okay=False), metavar="FILE.npy",
+@click.option("--save-logits", metavar="FILE.npy",
               help="Save the calibrated scores (the test set's if --test, else the fitting set's) as .npy: "
               "logits, or probabilities with --probs.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), metavar="FILE",
+@click.option("--plot", "plot_path", metavar="FILE",
               help="Draw the reliability diagrams before / after side by side (test set if --test, else the "
               "fitting set) to FILE (.png, .svg, .pdf).")
-@click.option("--force", is_flag=True, help="Overwrite --output / --save-logits / --plot files that exist.")
 @click.pass_context
 def temperature_command(
     ctx, val_scores, val_labels, search, objective, grid_text, n_bins, compat, test, input_kind, fmt, output,
@@ -230,17 +218,8 @@ def temperature_command(
       calib temperature val.npy val_y.npy --test test.npy test_y.npy --plot before_after.png
     """
     grid = parse_grid(grid_text)
-    if output and ctx.get_parameter_source("fmt") == click.core.ParameterSource.DEFAULT:
-        fmt = SUFFIX_FORMATS.get(Path(output).suffix.lower(), "table")
-    if save_logits and output and Path(save_logits).resolve() == Path(output).resolve():
-        raise InputError(f"{output}: --output and --save-logits name the same file")
-    _check_writable(output, force)
-    _check_writable(save_logits, force)
-
-    if plot_path:
-        from ..plots import check_figure_path
-
-        check_figure_path(plot_path, force=force)
+    outputs = Outputs(force).report("--output", output).array("--save-logits", save_logits)
+    outputs.figure("--plot", plot_path).check()  # before any work
     val_array, val_predictions = _load_set(val_scores, val_labels, input_kind)
     test_loaded = None
     if test:
@@ -303,7 +282,7 @@ def temperature_command(
             render.render_tables(render.stdout_console(), [_table(fit, sets, title)])
 
     if plot_path:
-        from ..plots import ReliabilityDiagram, comparison_figure, save_figure
+        from ..plots import ReliabilityDiagram, comparison_figure, escape_mathtext, save_figure
 
         which = "test" if "test" in sets else "fit"
         before, after = sets[which]
@@ -314,7 +293,7 @@ def temperature_command(
         from .plot import model_names
 
         set_name = model_names([test[0] if which == "test" else val_scores], ())[0]
-        figure = comparison_figure(diagrams, title=f"{set_name}: {PLOT_TITLES[search]}")
+        figure = comparison_figure(diagrams, title=escape_mathtext(f"{set_name}: {PLOT_TITLES[search]}"))
         written = save_figure(figure, plot_path, force=force)
         render.stderr_console().print(f"Wrote {written}", soft_wrap=True, markup=False)
 
@@ -322,4 +301,6 @@ def temperature_command(
         write_array(save_logits, saved, force=force)
         which = "test" if test_loaded is not None else "fitting"
         kind = "probabilities" if input_kind == "probs" else "logits"
-        render.stderr_console().print(f"Saved the calibrated {which}-set {kind} to {save_logits}", soft_wrap=True)
+        render.stderr_console().print(
+            f"Saved the calibrated {which}-set {kind} to {save_logits}", soft_wrap=True, markup=False
+        )
