@@ -12,6 +12,7 @@ import click
 
 from .._version import __version__
 from ..errors import InputError, OutputError
+from ..calibrators import CALIBRATORS
 from ..evaluate import conventions, evaluate
 from ..io import load_labels, load_scores, write_array
 from ..metrics import METRIC_NAMES
@@ -127,6 +128,12 @@ def _csv(fit, sets: dict) -> str:
                 value = metrics[name]
                 row.append("" if value is None else repr(float(value)))
         writer.writerow(row)
+    # then the calibration map's parameters: the identity before (T = 1, …), the fitted values after
+    identity = type(fit.calibrator).identity(fit.k)
+    before = dict(identity.parameter_rows()) if identity is not None else {}
+    for name, value in fit.calibrator.parameter_rows():
+        cells = ["" if before.get(name) is None else repr(before[name]), repr(value)]
+        writer.writerow([name, *(cells * len(sets))])
     return buffer.getvalue()
 
 
@@ -159,8 +166,8 @@ def _title(fit, val_scores: str) -> str:
     type=click.Choice(SEARCHES),
     default="grid",
     show_default=True,
-    help="grid: the paper's grid of T; nll: the exact NLL-optimal T; platt: binary Platt scaling "
-    "(a·s + b); vector: per-class scale and bias.",
+    help="; ".join(f"{search}: {text}" for cls in CALIBRATORS.values() for search, text in cls.searches.items())
+    + ".",
 )
 @click.option(
     "--objective",
