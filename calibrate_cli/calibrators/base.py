@@ -200,7 +200,8 @@ class Calibrator(ABC):
             raise InputError(f"Expected `objective` to be one of {OBJECTIVES}, but got {objective!r}")
         if objective not in allowed:
             raise InputError(
-                f"--search {search} minimises the NLL; --objective {objective} works with --search grid only"
+                f"--search {search} minimises the {allowed[0].upper()}; --objective {objective} works with "
+                "--search grid only"
             )
         return objective
 
@@ -305,11 +306,11 @@ class Calibrator(ABC):
         if not isinstance(params, dict):
             return [(self.name, float(params))]
         rows = []
-        for key, value in params.items():
-            if isinstance(value, list):
-                rows += [(f"{self.name}_{key}_{i}", float(v)) for i, v in enumerate(value)]
-            else:
-                rows.append((f"{self.name}_{key}", float(value)))
+        for key, value in params.items():  # lists (of lists) get their indices: vector_w_0, histogram_values_2_7
+            array = np.asarray(value, dtype=np.float64)
+            rows += [
+                ("_".join([self.name, key, *map(str, index)]), float(array[index])) for index in np.ndindex(array.shape)
+            ]
         return rows
 
     def to_dict(self) -> dict:
