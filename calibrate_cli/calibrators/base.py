@@ -20,7 +20,7 @@ import json
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -28,12 +28,19 @@ from ..errors import InputError
 from ..predictions import InputKind, _check_scores, as_predictions, row_chunks
 from ..probabilities import softmax
 
-__all__ = ["Calibrator", "FitData", "FitInfo", "OBJECTIVES", "probabilities_to_logits"]
+__all__ = ["Calibrator", "FitData", "FitInfo", "OBJECTIVES", "Search", "probabilities_to_logits"]
 
 #: what a fit can minimise on the fitting set, each computed exactly as ``evaluate`` reports it
 OBJECTIVES = ("ece", "nll", "adaece")
 
 Progress = Callable[[int, "int | None"], None]
+
+
+class Search(NamedTuple):
+    """One way to fit a method, as ``calib temperature --search NAME`` offers it."""
+
+    help: str  # one line for --help
+    title: str  # what a figure calls the result, e.g. "temperature scaling (grid search)"
 
 
 def probabilities_to_logits(probs: np.ndarray) -> np.ndarray:
@@ -170,12 +177,12 @@ class Calibrator(ABC):
     """A calibration map fitted on (scores, labels); see the module docstring.
 
     A subclass sets ``name`` (its registry key and the key of its parameters in ``to_dict``),
-    ``searches`` (the ``calib temperature --search`` values that fit it, each with a line of help)
+    ``searches`` (the ``calib temperature --search`` values that fit it, each a :class:`Search`)
     and implements ``_fit``, ``_transform``, ``get_params`` and ``_from_params``.
     """
 
     name: ClassVar[str]
-    searches: ClassVar[dict[str, str]]
+    searches: ClassVar[dict[str, Search]]
     objectives: ClassVar[tuple[str, ...]] = ("nll",)  # what its searches may minimise (first: default)
 
     k: int | None = None  # the number of classes it was fitted on (None: any)

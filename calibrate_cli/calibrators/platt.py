@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from .base import Calibrator, FitData, FitInfo, Progress, json_number
+from .base import Calibrator, FitData, FitInfo, Progress, Search, json_number
 
 __all__ = ["PlattScaling"]
 
@@ -93,7 +93,7 @@ class PlattScaling(Calibrator):
     """
 
     name = "platt"
-    searches = {"platt": "binary Platt scaling (a·s + b)"}
+    searches = {"platt": Search("binary Platt scaling (a·s + b)", "Platt scaling")}
 
     def __init__(self, a: float | None = None, b: float | None = None):
         if (a is None) != (b is None):
@@ -105,7 +105,7 @@ class PlattScaling(Calibrator):
         self.a_, self.b_ = parameters["a"], parameters["b"]
         self.k = 2
         return FitInfo(
-            "nll",
+            self.objectives[0],  # the NLL
             _platt_nll(data, self.a_, self.b_),
             _platt_nll(data, 1.0, 0.0),
             data.n,

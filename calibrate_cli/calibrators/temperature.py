@@ -35,7 +35,7 @@ from ..metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins
 from ..parallel import map_chunks
 from ..predictions import InputKind, row_chunks
 from ..summary import check_compat
-from .base import OBJECTIVES, Calibrator, FitData, FitInfo, Progress, json_number
+from .base import OBJECTIVES, Calibrator, FitData, FitInfo, Progress, Search, json_number
 
 __all__ = [
     "DEFAULT_GRID",
@@ -326,8 +326,8 @@ class TemperatureScaling(Calibrator):
 
     name = "temperature"
     searches = {
-        "grid": "the paper's grid of T",
-        "nll": "the exact NLL-optimal T",
+        "grid": Search("the paper's grid of T", "temperature scaling (grid search)"),
+        "nll": Search("the exact NLL-optimal T", "temperature scaling (NLL optimum)"),
     }
     objectives = OBJECTIVES  # the grid's; the exact search minimises the NLL only
 

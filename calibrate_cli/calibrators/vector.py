@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..predictions import row_chunks
-from .base import Calibrator, FitData, FitInfo, Progress, json_numbers
+from .base import Calibrator, FitData, FitInfo, Progress, Search, json_numbers
 
 __all__ = ["VectorScaling"]
 
@@ -74,7 +74,7 @@ class VectorScaling(Calibrator):
     """
 
     name = "vector"
-    searches = {"vector": "per-class scale and bias"}
+    searches = {"vector": Search("per-class scale and bias", "vector scaling")}
 
     def __init__(self, w=None, b=None):
         if (w is None) != (b is None):
@@ -90,7 +90,7 @@ class VectorScaling(Calibrator):
         parameters, warnings = _fit_vector(data, progress)
         self.w_, self.b_ = np.asarray(parameters["w"]), np.asarray(parameters["b"])
         return FitInfo(
-            "nll",
+            self.objectives[0],  # the NLL
             _vector_pass(data, self.w_, self.b_, False)[0],
             _vector_pass(data, np.ones(data.k), np.zeros(data.k), False)[0],
             data.n,

@@ -23,13 +23,8 @@ from .options import FORMATS, binning_options
 
 SUFFIX_FORMATS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
 DEFAULT_GRID_TEXT = ":".join(f"{v:g}" for v in DEFAULT_GRID)
-#: what `--plot` calls each search in the figure's title
-PLOT_TITLES = {
-    "grid": "temperature scaling (grid search)",
-    "nll": "temperature scaling (NLL optimum)",
-    "platt": "Platt scaling",
-    "vector": "vector scaling",
-}
+#: what `--plot` calls each search in the figure's title (from the calibrator registry)
+PLOT_TITLES = {search: spec.title for cls in CALIBRATORS.values() for search, spec in cls.searches.items()}
 
 
 def _check_writable(path: str | None, force: bool) -> None:
@@ -166,7 +161,7 @@ def _title(fit, val_scores: str) -> str:
     type=click.Choice(SEARCHES),
     default="grid",
     show_default=True,
-    help="; ".join(f"{search}: {text}" for cls in CALIBRATORS.values() for search, text in cls.searches.items())
+    help="; ".join(f"{search}: {spec.help}" for cls in CALIBRATORS.values() for search, spec in cls.searches.items())
     + ".",
 )
 @click.option(
