@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
+
+import naive_reference as naive
 
 from calibrate_cli import InputError, evaluate
 from calibrate_cli.calibrators import (
@@ -203,3 +210,95 @@ def test_parameter_rows_and_identity():
         identity = cls.identity(2 if cls is PlattScaling else 3)
         zz = z[:, :2] if cls is PlattScaling else z
         assert np.allclose(naive_softmax(identity.transform(zz)), naive_softmax(zz), atol=1e-15)
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/contributing.md: adding a calibrator is one module and one line in the registry
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "calibrate_cli"
+
+
+def _walkthrough_module() -> str:
+    section = (ROOT / "docs" / "contributing.md").read_text().split("## Adding a calibrator", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert len(blocks) == 1
+    return blocks[0]
+
+
+_END_TO_END = r"""
+import json, sys
+import numpy as np
+from click.testing import CliRunner
+from calibrate_cli.cli import cli
+import calibrate_cli as calib
+
+f = sys.argv[1]
+runner = CliRunner()
+def run(*args):
+    r = runner.invoke(cli, [str(a) for a in args])
+    return {"code": r.exit_code, "out": r.stdout, "err": r.stderr}
+fitted = run("temperature", f"{f}/val.npy", f"{f}/val_y.npy", "--search", "histogram", "--n-bins", "10",
+             "--test", f"{f}/test.npy", f"{f}/test_y.npy", "-o", f"{f}/h.json")
+loaded = calib.load_calibrator(f"{f}/h.json")
+print(json.dumps({
+    "fitted": fitted,
+    "help": run("temperature", "--help"),
+    "eval": run("eval", f"{f}/test.npy", f"{f}/test_y.npy", "--calibrator", f"{f}/h.json", "--n-bins", "10", "-f", "json"),
+    "plot": run("plot", f"{f}/test.npy", f"{f}/test_y.npy", "--calibrator", f"{f}/h.json", "-o", f"{f}/h.svg"),
+    "csv": run("temperature", f"{f}/val.npy", f"{f}/val_y.npy", "--search", "histogram", "-f", "csv"),
+    "bad": run("temperature", f"{f}/val.npy", f"{f}/val_y.npy", "--search", "histogram", "--objective", "nll"),
+    "loaded": [loaded.name, loaded.k],
+    "by_name": calib.calibrators.fit("histogram", np.load(f"{f}/val.npy"), np.load(f"{f}/val_y.npy"), n_bins=10).to_dict(),
+}))
+"""
+
+
+def _naive_histogram(logits, labels, n_bins):
+    """θ_kb by plain loops: the share of class k among the samples whose p_k is in bin b."""
+    probs = naive.softmax_rows(logits)
+    k = len(probs[0])
+    values = []
+    for c in range(k):
+        count, hits = [0] * n_bins, [0] * n_bins
+        for row, y in zip(probs, labels):
+            b = naive.equal_width_bin(row[c], n_bins)
+            count[b] += 1
+            hits[b] += int(y == c)
+        values.append([hits[b] / count[b] if count[b] else (b + 0.5) / n_bins for b in range(n_bins)])
+    return values
+
+
+def test_adding_the_walkthrough_calibrator_is_the_whole_change(tmp_path):
+    copy = tmp_path / "pkg" / "calibrate_cli"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "calibrators" / "histogram.py").write_text(_walkthrough_module())
+    registry = copy / "calibrators" / "registry.py"
+    source = registry.read_text()
+    old = "(TemperatureScaling, PlattScaling, VectorScaling)"
+    assert source.count(old) == 1 and source.count("from .platt import PlattScaling\n") == 1
+    source = source.replace(old, "(TemperatureScaling, PlattScaling, VectorScaling, HistogramBinning)")
+    registry.write_text(source.replace("from .platt import", "from .histogram import HistogramBinning\nfrom .platt import"))
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 4, 1200)
+    logits = rng.normal(size=(1200, 4)) * 3
+    logits[np.arange(1200), labels] += 2
+    for name, array in {"val": logits[:800], "val_y": labels[:800], "test": logits[800:], "test_y": labels[800:]}.items():
+        np.save(tmp_path / f"{name}.npy", array)
+    proc = subprocess.run(
+        [sys.executable, "-c", _END_TO_END, str(tmp_path)], capture_output=True, text=True, cwd=tmp_path,
+        env={"PYTHONPATH": str(tmp_path / "pkg"), "PATH": "/usr/bin:/bin", "COLUMNS": "200"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(proc.stdout)
+    assert r["fitted"]["code"] == 0, r["fitted"]["err"]
+    saved = json.loads((tmp_path / "h.json").read_text())
+    expected = _naive_histogram(logits[:800], labels[:800], 10)
+    assert np.allclose(saved["calibration"]["histogram"]["values"], expected, atol=1e-15)
+    assert "histogram: histogram binning" in r["help"]["out"]
+    assert r["eval"]["code"] == 0 and json.loads(r["eval"]["out"])["metrics"] == saved["test"]["after"]
+    assert r["plot"]["code"] == 0 and (tmp_path / "h.svg").exists()
+    assert "histogram_values_3_14," in r["csv"]["out"]
+    assert r["bad"]["code"] == 2 and "--search histogram minimises the ECE" in r["bad"]["err"]
+    assert r["loaded"] == ["histogram", 4]
+    assert r["by_name"]["histogram"] == saved["calibration"]["histogram"]

@@ -181,7 +181,7 @@ def test_metric_names_are_written_only_in_the_registry():
 
 def _walkthrough_code() -> str:
     text = (ROOT / "docs" / "contributing.md").read_text()
-    section = text.split("## Adding a metric", 1)[1]
+    section = text.split("## Adding a metric", 1)[1].split("\n## ", 1)[0]  # up to the next section
     blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     assert len(blocks) == 1
     return blocks[0]

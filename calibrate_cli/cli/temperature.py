@@ -228,6 +228,7 @@ def temperature_command(
       calib temperature val.npy val_y.npy --objective adaece --grid 0.05:5:0.05
       calib temperature val.npy val_y.npy --test test.npy test_y.npy --save-logits scaled.npy
       calib temperature val_scores.npy val_y.npy --search platt          # binary: σ(a·s + b)
+      calib temperature val.npy val_y.npy --search vector -o v.json      # then: calib eval --calibrator v.json
       calib temperature val_probs.npy val_y.npy --probs --format json
       calib temperature val.npy val_y.npy --test test.npy test_y.npy --plot before_after.png
     """
