@@ -11,11 +11,14 @@ matplotlib or torch are imported here)::
     calib.ece(probs, labels, input_kind="probs", n_bins=15)
     calib.ReliabilityDiagram.from_predictions(logits, labels).plot()   # matplotlib, imported lazily
     fit = calib.fit_temperature(val_logits, val_labels, search="nll")   # fit.temperature, fit.transform(test_logits)
+    cal = calib.calibrators.fit("vector", val_logits, val_labels)        # any method; cal.to_dict() is JSON
+    calib.load_calibrator("t.json").transform(test_logits)             # any saved fit
 """
 
 from ._version import __version__
 from .binning import BinStats, assign_bins, bin_statistics, equal_mass_edges, uniform_edges
 from .bootstrap import Comparison, ConfidenceInterval, bootstrap, compare
+from .calibrators import Calibrator, PlattScaling, TemperatureScaling, VectorScaling, load_calibrator
 from .errors import CalibError, InputError, OutputError
 from .evaluate import EvalReport, evaluate
 from .gates import Gate, GateResult, check_gates
@@ -47,6 +50,7 @@ __all__ = [
     "__version__",
     "BinStats",
     "CalibError",
+    "Calibrator",
     "Comparison",
     "ConfidenceInterval",
     "DEFAULT_N_BINS",
@@ -58,10 +62,13 @@ __all__ = [
     "METRIC_NAMES",
     "MetricSpec",
     "OutputError",
+    "PlattScaling",
     "Predictions",
     "ReliabilityDiagram",
     "TemperatureFit",
     "TemperatureScaler",
+    "TemperatureScaling",
+    "VectorScaling",
     "accuracy",
     "adaece",
     "apply_temperature",
@@ -80,6 +87,7 @@ __all__ = [
     "error",
     "evaluate",
     "fit_temperature",
+    "load_calibrator",
     "load_labels",
     "load_scores",
     "log_softmax",

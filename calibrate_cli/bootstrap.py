@@ -281,7 +281,7 @@ def _interval_warnings(ci: ConfidenceInterval, values: np.ndarray, bounds, limit
         side = "above" if ci.bias > 0 else "below"
         share = np.count_nonzero(values > ci.point if ci.bias > 0 else values < ci.point) / values.size
         why = {
-            "basic": f"the basic interval 2θ̂ − q mirrors them to the other side of the estimate",
+            "basic": "the basic interval 2θ̂ − q mirrors them to the other side of the estimate",
             "percentile": "the percentile interval follows them",
             "bca": "the bias-corrected interval moves against that bias",
         }[ci.method]

@@ -13,7 +13,6 @@ import csv
 import errno
 import json
 import os
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import BinaryIO, Callable
@@ -486,26 +485,27 @@ def write_array(path: str | os.PathLike, array: np.ndarray, *, force: bool = Fal
     return atomic_write(path, lambda f: np.save(f, np.asarray(array), allow_pickle=False), force=force)
 
 
-def load_temperature(value: str) -> float:
-    """A temperature given as a number (``"1.5"``) or as a JSON file with a ``"temperature"`` key
-    (what ``calib temperature --output t.json`` writes)."""
-    from .temperature import check_temperature
-
+def read_json(source: str | os.PathLike, *, what: str = "a readable JSON file"):
+    """The JSON document in file ``source``; a missing or unreadable file, or invalid JSON, is one
+    InputError starting with the path (``{source}: not {what} (...)``)."""
+    path = Path(source)
+    _check_readable(path, str(source))
     try:
-        number = float(value)
-    except ValueError:
-        number = None
-    if number is not None:
-        return check_temperature(number)
-    path = Path(value)
-    _check_readable(path, value)
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{value}: not a number nor a readable JSON file ({_one_line(exc)})") from None
-    if not isinstance(document, dict) or "temperature" not in document:
-        raise InputError(f"{value}: JSON has no \"temperature\" key")
-    try:
-        return check_temperature(document["temperature"])
-    except InputError as exc:
-        raise InputError(f"{value}: {exc}") from None
+        raise InputError(f"{source}: not {what} ({_one_line(exc)})") from None
+
+
+def load_temperature(value: str) -> float:
+    """A temperature given as a number (``"1.5"``) or as a JSON file of a saved temperature fit
+    (what ``calib temperature --output t.json`` writes; an old file with only a ``"temperature"``
+    key works too). Any saved calibration, Platt and vector included:
+    :func:`calibrate_cli.calibrators.load_calibrator`."""
+    from .calibrators import load_calibrator
+
+    calibrator = load_calibrator(value)
+    if calibrator.temperature is None:
+        raise InputError(
+            f"{value}: holds a {calibrator.name} calibration, not a temperature (load it with load_calibrator)"
+        )
+    return calibrator.temperature

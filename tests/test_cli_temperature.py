@@ -251,3 +251,119 @@ def test_temperature_plot_before_after(tmp_path):
     again = CliRunner().invoke(cli, args)
     assert again.exit_code == 2 and "--force" in again.stderr
     assert CliRunner().invoke(cli, args + ["--force"]).exit_code == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Saved fits of every method reapplied by `calib eval` / `calib plot` (issue 19, item 4)
+
+
+def naive_vector(z, w, b):
+    """w ⊙ z + b per class, by hand (no calib code)."""
+    return np.asarray(z, dtype=np.float64) * np.array(w) + np.array(b)
+
+
+def test_a_saved_vector_fit_is_reapplied_by_eval(files, tmp_path):
+    saved = tmp_path / "v.json"
+    fitted = run("temperature", files["val"], files["val_y"], "--search", "vector",
+                 "--test", files["test"], files["test_y"], "-o", saved)
+    assert fitted.exit_code == 0, fitted.output
+    doc = json.loads(saved.read_text())
+    test, test_y = files["arrays"][2:]
+    by_hand = evaluate(naive_vector(test, doc["calibration"]["vector"]["w"], doc["calibration"]["vector"]["b"]), test_y).metrics
+    for option in ("--temperature", "--calibrator"):
+        ev = run("eval", files["test"], files["test_y"], option, saved, "-f", "json")
+        assert ev.exit_code == 0, ev.output
+        metrics = json.loads(ev.stdout)["metrics"]
+        assert metrics == doc["test"]["after"]  # the Post column of the fit's own test evaluation
+        assert metrics == pytest.approx(by_hand, abs=1e-12)
+    # the calibrator was fitted on K = 5: other K is one clear line
+    np.save(tmp_path / "k3.npy", test[:, :3])
+    np.save(tmp_path / "k3_y.npy", test_y % 3)
+    one_line_error(run("eval", tmp_path / "k3.npy", tmp_path / "k3_y.npy", "--calibrator", saved), "fitted on K = 5")
+
+
+def test_a_saved_platt_fit_is_reapplied_by_eval_and_plot(tmp_path):
+    rng = np.random.default_rng(4)
+    labels = rng.integers(0, 2, 500)
+    scores = 3 * (labels - 0.5) + rng.normal(0, 1.5, 500)
+    np.save(tmp_path / "s.npy", scores)
+    np.save(tmp_path / "y.npy", labels)
+    saved = tmp_path / "p.json"
+    fitted = run("temperature", tmp_path / "s.npy", tmp_path / "y.npy", "--search", "platt", "-o", saved)
+    assert fitted.exit_code == 0, fitted.output
+    doc = json.loads(saved.read_text())
+    a, b = doc["calibration"]["platt"]["a"], doc["calibration"]["platt"]["b"]
+    ev = run("eval", tmp_path / "s.npy", tmp_path / "y.npy", "--temperature", saved, "-f", "json")
+    assert ev.exit_code == 0, ev.output
+    metrics = json.loads(ev.stdout)["metrics"]
+    assert metrics == doc["fit"]["after"]
+    assert metrics == pytest.approx(evaluate(a * scores + b, labels).metrics, abs=1e-12)  # σ(a·s + b) by hand
+    # probabilities in: the same map through log p
+    p1 = 1 / (1 + np.exp(-scores))
+    np.save(tmp_path / "p1.npy", p1)
+    ev = run("eval", tmp_path / "p1.npy", tmp_path / "y.npy", "--probs", "--calibrator", saved, "-f", "json")
+    assert ev.exit_code == 0, ev.output
+    assert json.loads(ev.stdout)["metrics"] == pytest.approx(metrics, abs=1e-9)
+    out = tmp_path / "platt.svg"
+    plotted = run("plot", tmp_path / "s.npy", tmp_path / "y.npy", "--temperature", saved, "-o", out)
+    assert plotted.exit_code == 0, plotted.output
+    assert b"After: Platt (a = " in out.read_bytes()
+
+
+def test_plot_with_a_saved_vector_fit(files, tmp_path):
+    saved = tmp_path / "v.json"
+    assert run("temperature", files["val"], files["val_y"], "--search", "vector", "-o", saved).exit_code == 0
+    out = tmp_path / "v.svg"
+    result = run("plot", files["test"], files["test_y"], "--calibrator", saved, "-o", out, "--overlay")
+    assert result.exit_code == 0, result.output
+    assert b"After: vector scaling" in out.read_bytes()
+
+
+@pytest.mark.parametrize(
+    "document, fragment",
+    [
+        ({"temperature": True}, "temperature must be a number, got true"),
+        ({"temperature": "1.5"}, "temperature must be a number, got \"1.5\""),
+        ({"temperature": None}, "temperature must be a number, got null"),
+        ({"temperature": -2}, "temperature must be finite and > 0"),
+        ({"ece": 0.1}, "no saved calibration"),
+        ({"search": "platt", "temperature": None}, "a platt calibration needs its parameters under \"platt\""),
+        ({"method": "vector", "vector": {"w": [1, 2], "b": [0]}}, "same length"),
+        ({"method": "isotonic"}, "unknown calibration method 'isotonic'"),
+        ([1.5], "expected a JSON object"),
+    ],
+)
+def test_bad_saved_calibrations_are_one_line(files, tmp_path, document, fragment):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(document))
+    for command in (["eval"], ["plot", "-o", tmp_path / "f.png"]):
+        result = run(*command, files["test"], files["test_y"], "--temperature", path)
+        one_line_error(result, fragment)
+        assert f"{path}: " in result.stderr
+    assert not (tmp_path / "f.png").exists()
+
+
+def test_old_and_minimal_temperature_files_still_work(files, tmp_path):
+    test, test_y = files["arrays"][2:]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"temperature": 1.25}))
+    ev = run("eval", files["test"], files["test_y"], "--temperature", path, "-f", "json")
+    assert ev.exit_code == 0, ev.output
+    assert json.loads(ev.stdout)["metrics"] == evaluate(apply_temperature(test, 1.25), test_y).metrics
+    assert load_temperature(str(path)) == 1.25
+
+
+def test_csv_has_the_fitted_parameters(files, tmp_path):
+    result = run("temperature", files["val"], files["val_y"], "--search", "nll", "--test", files["test"],
+                 files["test_y"], "-f", "csv")
+    assert result.exit_code == 0, result.output
+    rows = {line.split(",")[0]: line.split(",")[1:] for line in result.stdout.splitlines()}
+    t = fit_temperature(*files["arrays"][:2], search="nll").temperature
+    assert rows["temperature"] == ["1.0", repr(t), "1.0", repr(t)]  # Pre T is T = 1
+    vector = run("temperature", files["val"], files["val_y"], "--search", "vector", "-f", "csv")
+    lines = [line.split(",") for line in vector.stdout.splitlines()]
+    names = [r[0] for r in lines]
+    assert names[-10:] == [f"vector_{p}_{k}" for p in "wb" for k in range(5)]
+    assert [r[1] for r in lines[-10:]] == ["1.0"] * 5 + ["0.0"] * 5  # the identity before
+    fit = fit_temperature(*files["arrays"][:2], search="vector")
+    assert [float(r[2]) for r in lines[-10:]] == fit.parameters["w"] + fit.parameters["b"]

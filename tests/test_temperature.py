@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import calibrate_cli.predictions as predictions_module
-import calibrate_cli.temperature as temperature_module
+import calibrate_cli.calibrators.temperature as temperature_module  # the grid and NLL searches live here
 from calibrate_cli import InputError, evaluate
 from calibrate_cli.temperature import (
     TemperatureScaler,

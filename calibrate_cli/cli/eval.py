@@ -8,8 +8,7 @@ import click
 from .._version import __version__
 from ..evaluate import evaluate
 from ..gates import check_gates
-from ..io import load_temperature
-from ..temperature import scale_scores
+from ..calibrators import load_calibrator
 from . import render
 from .options import (
     binning_options,
@@ -99,10 +98,12 @@ def render_report(
 )
 @click.option(
     "--temperature",
-    metavar="T|t.json",
-    callback=lambda ctx, param, value: None if value is None else load_temperature(value),
-    help="Evaluate at temperature T: softmax(logits / T) (with --probs: p^(1/T), renormalised). "
-    "A number or the JSON written by `calib temperature -o t.json`.",
+    "--calibrator",
+    "calibrator",
+    metavar="T|FILE.json",
+    callback=lambda ctx, param, value: None if value is None else load_calibrator(value),
+    help="Evaluate after calibration: at temperature T, softmax(logits / T) (with --probs: p^(1/T), "
+    "renormalised), or any fit saved by `calib temperature -o FILE.json` (temperature, Platt, vector).",
 )
 @click.option(
     "--bins", "bins_csv", is_flag=True,
@@ -124,7 +125,7 @@ def eval_command(
     fail_above,
     fail_below,
     plot_path,
-    temperature,
+    calibrator,
     bins_csv,
     n_resamples,
     ci_level,
@@ -159,6 +160,7 @@ def eval_command(
       calib eval logits.npy labels.npy --fail-above ece=0.02 --fail-below accuracy=0.9
       calib eval test_logits.npy test_labels.npy --temperature 1.5
       calib eval test_logits.npy test_labels.npy --temperature t.json   # from `calib temperature -o t.json`
+      calib eval test_logits.npy test_labels.npy --calibrator v.json    # from `... --search vector -o v.json`
       calib eval logits.npy labels.npy --plot reliability.png
       calib eval logits.npy labels.npy --format csv --bins -o bins.csv   # the per-bin table
       calib eval logits.npy labels.npy --bootstrap 1000 --ci-level 0.95
@@ -172,7 +174,8 @@ def eval_command(
     gates = parse_gates(fail_above, fail_below)
     Outputs(force).report("--output", output).figure("--plot", plot_path).check()  # before any work
     score_array, label_array, labels_name = load_inputs(scores, labels, label_col)
-    score_array = score_array if temperature is None else scale_scores(score_array, temperature, input_kind, scores_name=scores)
+    if calibrator is not None:
+        score_array = calibrator.apply(score_array, input_kind, scores_name=scores)
     report = evaluate(
         score_array,
         label_array,

@@ -6,8 +6,9 @@ import re
 
 import click
 
+from ..calibrators import load_calibrator
 from ..errors import InputError
-from ..io import load_labels, load_scores, load_temperature, split_source
+from ..io import load_labels, load_scores, split_source
 from ..metrics import DEFAULT_N_BINS
 from ..plots import DEFAULT_DPI, STRATEGIES, MAX_CLASSWISE_CLASSES, escape_mathtext
 from . import render
@@ -62,8 +63,9 @@ def parse_classes(ctx, param, value: str | None) -> list[int] | None:
     help="uniform: equal-width bins (legend: ECE); quantile: equal-mass bins (legend: AdaECE).",
 )
 @click.option(
-    "--temperature", "temperature_value", metavar="T|FILE.json",
-    help="Draw before / after temperature scaling side by side (T, or the JSON of calib temperature -o).",
+    "--temperature", "--calibrator", "temperature_value", metavar="T|FILE.json",
+    help="Draw before / after calibration side by side: temperature T, or any fit saved by "
+    "`calib temperature -o FILE.json` (temperature, Platt, vector).",
 )
 @click.option(
     "--compare", nargs=2, multiple=True, metavar="SCORES2 LABELS2",
@@ -98,7 +100,8 @@ def plot_command(
     confidence above accuracy), hatched blue where it is under-confident; the dashed diagonal is
     perfect calibration; the ECE is in the legend; under it, the share of samples per bin.
 
-    With --temperature, the diagram before and after scaling the logits by T, side by side.
+    With --temperature (or --calibrator), the diagram before and after scaling the logits by T,
+    or after any saved calibration (Platt, vector scaling), side by side.
     With --compare, several models side by side. With --classwise, one panel per class.
     The output format follows FILE's extension (.png, .svg, .pdf); an existing FILE is never
     overwritten without --force.
@@ -109,6 +112,7 @@ def plot_command(
       calib plot logits.npy labels.npy -o reliability.pdf --strategy quantile --title "ResNet-50"
       calib plot logits.npy labels.npy -o before_after.png --temperature t.json
       calib plot logits.npy labels.npy -o before_after.png --temperature 1.5 --overlay
+      calib plot logits.npy labels.npy -o vector.png --calibrator v.json   # `calib temperature --search vector -o v.json`
       calib plot ce.npy labels.npy --compare focal.npy labels.npy --name CE --name "Focal (γ=3)" -o cmp.svg
       calib plot logits.npy labels.npy --classwise -o classes.png
       calib plot logits.npy labels.npy --classwise --classes 0-4,7 -o classes.png   # K > 20: pick classes
@@ -137,7 +141,7 @@ def plot_command(
         raise click.UsageError("--temperature scales logits; it cannot be used with --probs")
     # every limit is checked before any work starts
     Outputs(force).figure("--output", output).check()
-    temperature = load_temperature(temperature_value) if temperature_value is not None else None
+    calibrator = load_calibrator(temperature_value) if temperature_value is not None else None
     sources = [scores] + [pair[0] for pair in compare]
     model_names(sources, names)  # checks the --name count early
     score_array, label_array, labels_name = load_inputs(scores, labels, label_col)
@@ -157,11 +161,21 @@ def plot_command(
             score_array, label_array, classes=classes, scores_name=scores, labels_name=labels_name, **common
         )
         fig = classwise_figure(diagrams, title=title or f"{names_[0]}: classwise reliability")
-    elif temperature is not None:
+    elif calibrator is not None and calibrator.temperature is not None:
         fig = before_after_figure(
-            score_array, label_array, temperature, n_bins=n_bins, strategy=strategy,
+            score_array, label_array, calibrator.temperature, n_bins=n_bins, strategy=strategy,
             title=title or names_[0], overlay=overlay, scores_name=scores, labels_name=labels_name,
         )
+    elif calibrator is not None:  # any other map: the same two diagrams, on the calibrated logits
+        def diagram(s_arr, label):
+            return ReliabilityDiagram.from_predictions(
+                s_arr, label_array, strategy=strategy, label=label, scores_name=scores, labels_name=labels_name,
+                **common,
+            )
+
+        before = diagram(score_array, "Before")  # validates the scores first
+        diagrams = [before, diagram(calibrator.transform(score_array, scores_name=scores), f"After: {calibrator.label}")]
+        fig = (overlay_figure if overlay else comparison_figure)(diagrams, title=title or names_[0])
     else:
         diagrams = [
             ReliabilityDiagram.from_predictions(

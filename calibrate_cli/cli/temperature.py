@@ -10,6 +10,7 @@ import sys
 import click
 
 from .._version import __version__
+from ..calibrators import CALIBRATORS
 from ..errors import InputError
 from ..evaluate import conventions, evaluate
 from ..io import load_labels, load_scores, write_array
@@ -20,13 +21,8 @@ from . import render
 from .options import Outputs, binning_options, output_options
 
 DEFAULT_GRID_TEXT = ":".join(f"{v:g}" for v in DEFAULT_GRID)
-#: what `--plot` calls each search in the figure's title
-PLOT_TITLES = {
-    "grid": "temperature scaling (grid search)",
-    "nll": "temperature scaling (NLL optimum)",
-    "platt": "Platt scaling",
-    "vector": "vector scaling",
-}
+#: what `--plot` calls each search in the figure's title (from the calibrator registry)
+PLOT_TITLES = {search: spec.title for cls in CALIBRATORS.values() for search, spec in cls.searches.items()}
 
 
 @contextlib.contextmanager
@@ -119,6 +115,12 @@ def _csv(fit, sets: dict) -> str:
                 value = metrics[name]
                 row.append("" if value is None else repr(float(value)))
         writer.writerow(row)
+    # then the calibration map's parameters: the identity before (T = 1, …), the fitted values after
+    identity = type(fit.calibrator).identity(fit.k)
+    before = dict(identity.parameter_rows()) if identity is not None else {}
+    for name, value in fit.calibrator.parameter_rows():
+        cells = ["" if before.get(name) is None else repr(before[name]), repr(value)]
+        writer.writerow([name, *(cells * len(sets))])
     return buffer.getvalue()
 
 
@@ -151,8 +153,8 @@ def _title(fit, val_scores: str) -> str:
     type=click.Choice(SEARCHES),
     default="grid",
     show_default=True,
-    help="grid: the paper's grid of T; nll: the exact NLL-optimal T; platt: binary Platt scaling "
-    "(a·s + b); vector: per-class scale and bias.",
+    help="; ".join(f"{search}: {spec.help}" for cls in CALIBRATORS.values() for search, spec in cls.searches.items())
+    + ".",
 )
 @click.option(
     "--objective",
@@ -214,6 +216,7 @@ def temperature_command(
       calib temperature val.npy val_y.npy --objective adaece --grid 0.05:5:0.05
       calib temperature val.npy val_y.npy --test test.npy test_y.npy --save-logits scaled.npy
       calib temperature val_scores.npy val_y.npy --search platt          # binary: σ(a·s + b)
+      calib temperature val.npy val_y.npy --search vector -o v.json      # then: calib eval --calibrator v.json
       calib temperature val_probs.npy val_y.npy --probs --format json
       calib temperature val.npy val_y.npy --test test.npy test_y.npy --plot before_after.png
     """

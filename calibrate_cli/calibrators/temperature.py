@@ -1,0 +1,431 @@
+"""Temperature scaling (Guo et al. 2017; SPEC §3): p(T) = softmax(logits / T).
+
+T > 1 softens the probabilities, T < 1 sharpens them; T never changes the argmax, so never the
+accuracy. Two ways to fit T on a validation set (``TemperatureScaling(search=...)``):
+
+- ``search="grid"`` (Mukhoti et al. 2020): T ∈ {start, start + step, …, stop} (default
+  {0.1, …, 10.0}, 100 values); the T minimising the objective (ECE by default, or NLL, AdaECE) on
+  the fitting set wins, ties going to the smallest T. Vectorised over T: the rows are processed in
+  chunks, each chunk against every T at once; the binned objectives reuse
+  :func:`~calibrate_cli.metrics.equal_width_bins` / :func:`~calibrate_cli.metrics.equal_mass_bins`.
+- ``search="nll"`` (Guo et al. 2017): the exact minimiser of the mean NLL over T > 0. With β = 1/T,
+  NLL(β) = (1/N) Σ_i [log Σ_k exp(β z_ik) − β z_iy] is convex, with derivative
+  NLL'(β) = (1/N) Σ_i [E_{p(β)}[z_i] − z_iy]; its root is found by Newton's method on log β,
+  safeguarded by bisection, to |ΔT| < 1e-6 (in practice ~1e-12).
+
+Probabilities are fitted through their logarithms: log p is a valid logit vector (softmax(log p) = p)
+and a probability of exactly 0 becomes −inf, which stays 0 at every T (0^(1/T) = 0) — never clipped.
+
+>>> import numpy as np
+>>> TemperatureScaling(2.0).transform(np.array([[4.0, 0.0]]))
+array([[2., 0.]])
+>>> TemperatureScaling(2.0).to_dict()
+{'method': 'temperature', 'k': None, 'temperature': 2.0}
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal, InvalidOperation
+
+import numpy as np
+
+from ..errors import InputError
+from ..metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins
+from ..parallel import map_chunks
+from ..predictions import InputKind, row_chunks
+from ..summary import check_compat
+from .base import OBJECTIVES, Calibrator, FitData, FitInfo, Progress, Search, json_number
+
+__all__ = [
+    "DEFAULT_GRID",
+    "NLL_TEMPERATURE_BOUNDS",
+    "TemperatureScaling",
+    "apply_temperature",
+    "check_temperature",
+    "parse_grid",
+    "scale_scores",
+    "temperature_grid",
+]
+
+DEFAULT_GRID = (0.1, 10.0, 0.1)
+NLL_TEMPERATURE_BOUNDS = (1e-4, 1e4)
+MAX_GRID_SIZE = 100_000
+_GRID_CHUNK_ELEMENTS = 1 << 20  # rows × temperatures × K per chunk (8 MB of float64)
+_ADAECE_GRID_VALUES = 1 << 25  # confidences an AdaECE grid keeps at once (T × N; 256 MB of float64)
+
+
+def check_temperature(temperature: float) -> float:
+    """Return ``temperature`` as a float, or raise InputError unless it is finite and > 0."""
+    if isinstance(temperature, bool):
+        raise InputError(f"temperature must be a number, got {temperature!r}")
+    try:
+        t = float(temperature)
+    except (TypeError, ValueError):
+        raise InputError(f"temperature must be a number, got {temperature!r}") from None
+    if not math.isfinite(t) or t <= 0:
+        raise InputError(f"temperature must be finite and > 0, got {temperature!r}")
+    return t
+
+
+def apply_temperature(logits: np.ndarray, temperature: float) -> np.ndarray:
+    """Scaled logits ``logits / T`` in float64 (softmax of them is p(T))."""
+    return np.asarray(logits, dtype=np.float64) / check_temperature(temperature)
+
+
+def scale_scores(
+    scores: np.ndarray, temperature: float, input_kind: InputKind = "logits", *, scores_name: str = "scores"
+) -> np.ndarray:
+    """``scores`` at temperature T, of the same kind: logits / T, or probabilities p^(1/T) / Σ p^(1/T).
+
+    Probabilities are scaled as softmax(log p / T) (a zero stays exactly 0). T = 1 returns the
+    scores unchanged. The scores are checked first (the same errors as ``evaluate``).
+    """
+    return TemperatureScaling(temperature).apply(scores, input_kind, scores_name=scores_name)
+
+
+# ---------------------------------------------------------------------------------------------
+# The grid
+
+
+def _decimal(value, what: str) -> Decimal:
+    try:
+        d = Decimal(value if isinstance(value, str) else repr(float(value)))
+    except (InvalidOperation, TypeError, ValueError):
+        raise InputError(f"grid {what} must be a number, got {value!r}") from None
+    if not d.is_finite():
+        raise InputError(f"grid {what} must be finite, got {value!r}")
+    return d
+
+
+def temperature_grid(start=DEFAULT_GRID[0], stop=DEFAULT_GRID[1], step=DEFAULT_GRID[2]) -> np.ndarray:
+    """The temperatures start + i·step ≤ stop (i = 0, 1, …), each the float nearest the decimal value.
+
+    Computed in decimal arithmetic, so there is no drift: the default grid is exactly
+    {0.1, 0.2, …, 10.0} (100 values; 0.3 is the float 0.3, not 0.30000000000000004).
+    """
+    d_start, d_stop, d_step = _decimal(start, "start"), _decimal(stop, "stop"), _decimal(step, "step")
+    if d_start <= 0:
+        raise InputError(f"grid start must be > 0 (T = 0 is not a temperature), got {start}")
+    if d_step <= 0:
+        raise InputError(f"grid step must be > 0, got {step}")
+    if d_stop < d_start:
+        raise InputError(f"grid stop ({stop}) must be ≥ start ({start})")
+    try:
+        count = int((d_stop - d_start) // d_step) + 1
+    except InvalidOperation:  # the quotient has more digits than decimal's precision: far too many
+        raise InputError(f"grid {start}:{stop}:{step} has more than {MAX_GRID_SIZE} values (the most allowed)") from None
+    if count > MAX_GRID_SIZE:
+        raise InputError(f"grid {start}:{stop}:{step} has {count} values; at most {MAX_GRID_SIZE} are allowed")
+    return np.array([float(d_start + i * d_step) for i in range(count)], dtype=np.float64)
+
+
+def parse_grid(text: str) -> tuple[str, str, str]:
+    """``"0.05:5:0.05"`` → ("0.05", "5", "0.05"), checked by :func:`temperature_grid`."""
+    parts = str(text).split(":")
+    if len(parts) != 3 or not all(p.strip() for p in parts):
+        raise InputError(f"--grid must be START:STOP:STEP (e.g. 0.1:10:0.1), got {text!r}")
+    start, stop, step = (p.strip() for p in parts)
+    temperature_grid(start, stop, step)
+    return start, stop, step
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Passes over the data
+
+
+def _grid_chunk(z: np.ndarray, y: np.ndarray, temps: np.ndarray, objective: str, compat: str | None):
+    """Every temperature at once on one chunk of rows: (confidences, correct) or per-sample NLL,
+    computed exactly as :func:`~calibrate_cli.summary.summarize` does on ``logits / T``."""
+    x = z[:, None, :] / temps[None, :, None]  # (r, nT, K) float64, = apply_temperature per T
+    if compat:
+        x = x.astype(np.float32)  # the reference code's float32 softmax
+    x -= x.max(axis=-1, keepdims=True)
+    if objective == "nll":
+        x_y = np.take_along_axis(x, y[:, None, None].repeat(x.shape[1], axis=1), axis=-1)[..., 0]
+        np.exp(x, out=x)
+        log_s = np.log(x.sum(axis=-1))
+        return -(x_y - log_s).astype(np.float64)
+    np.exp(x, out=x)
+    x /= x.sum(axis=-1, keepdims=True)
+    pred = x.argmax(axis=-1)
+    conf = np.take_along_axis(x, pred[..., None], axis=-1)[..., 0]
+    return conf, pred == y[:, None]
+
+
+def _grid_objectives(data, temps, objective, n_bins, compat, progress) -> np.ndarray:
+    """The objective at each temperature of ``temps`` on the fitting data.
+
+    NLL: per-chunk sums; ECE: per-chunk equal-width statistics of every T at once (stacked
+    :func:`~calibrate_cli.metrics.equal_width_bins`), merged over chunks — memory bounded by a chunk.
+    AdaECE needs every confidence at a T (its equal-mass edges come from their sorted order), so the
+    temperatures go in groups of at most ``_ADAECE_GRID_VALUES // N``, one pass over the data each.
+    """
+    n_t = temps.shape[0]
+    group = n_t if objective != "adaece" else max(1, min(n_t, _ADAECE_GRID_VALUES // data.n))
+    starts = range(0, n_t, group)
+    values = []
+    for g, start in enumerate(starts):
+        def report(done: int, g=g) -> None:
+            if progress is not None:
+                progress(g * data.n + done, len(starts) * data.n)
+
+        values.append(_grid_pass(data, temps[start : start + group], objective, n_bins, compat, report))
+    return np.concatenate(values)
+
+
+def _grid_pass(data, temps, objective, n_bins, compat, report) -> np.ndarray:
+    """One pass over the data for the temperatures ``temps``; ``report(rows_done)`` after each chunk."""
+    n_t = temps.shape[0]
+    if objective == "adaece":
+        conf = np.empty((n_t, data.n), dtype=np.float32 if compat else np.float64)
+        correct = np.empty((n_t, data.n), dtype=bool)
+
+    def one_chunk(rows: slice):
+        out = _grid_chunk(data.rows(rows), data.labels[rows], temps, objective, compat)
+        if objective == "nll":
+            return rows, out.sum(axis=0)
+        if objective == "ece":
+            return rows, equal_width_bins(out[0], out[1], n_bins, compat=compat)  # (T, M) statistics
+        conf[:, rows] = out[0].T
+        correct[:, rows] = out[1].T
+        return rows, None
+
+    total = None  # chunk results are combined in chunk order (thread-count independent)
+    for rows, part in map_chunks(one_chunk, row_chunks(data.n, n_t * data.k, _GRID_CHUNK_ELEMENTS)):
+        if part is not None:
+            total = part if total is None else (total + part if objective == "nll" else total.merge(part))
+        report(rows.stop)
+    if objective == "nll":
+        return total / data.n
+    if objective == "ece":
+        return np.asarray(total.calibration_error(), dtype=np.float64)
+    return np.array([float(equal_mass_bins(conf[j], correct[j], n_bins, compat=compat).calibration_error()) for j in range(n_t)])
+
+
+def _nll_pass(data: FitData, beta: float) -> tuple[float, float, float]:
+    """One pass at β = 1/T: the mean NLL of softmax(β z), its derivative in β and the mean variance.
+
+    With d = z − max_k z (a row shift changes nothing), p = softmax(β d):
+    NLL = (1/N) Σ_i [log Σ_k e^{β d_ik} − β d_iy],  NLL'(β) = (1/N) Σ_i (E_p[d_i] − d_iy),
+    NLL''(β) = (1/N) Σ_i Var_p[d_i] ≥ 0 (so NLL is convex in β).
+    """
+
+    def one_chunk(rows: slice) -> tuple[float, float, float]:
+        z = data.rows(rows)
+        r = np.arange(z.shape[0])
+        d = z - z.max(axis=1, keepdims=True)
+        d_y = d[r, data.labels[rows]]
+        e = np.exp(d * beta)
+        s = e.sum(axis=1)
+        if data.has_zeros:  # log-probabilities of 0: e = 0 there, and 0 · (−inf) must count as 0
+            d[np.isneginf(d)] = 0.0
+        ed = e * d
+        m1 = ed.sum(axis=1) / s
+        m2 = np.einsum("ij,ij->i", ed, d) / s
+        return (
+            float(np.sum(np.log(s) - beta * d_y)),
+            float(np.sum(m1 - d_y)),
+            float(np.sum(np.maximum(m2 - m1 * m1, 0.0))),
+        )
+
+    total = grad = var = 0.0
+    for chunk_total, chunk_grad, chunk_var in map_chunks(one_chunk, row_chunks(data.n, data.k)):  # in chunk order
+        total += chunk_total
+        grad += chunk_grad
+        var += chunk_var
+    return total / data.n, grad / data.n, var / data.n
+
+
+def _nll_at(data: FitData, temperature: float) -> float:
+    return _nll_pass(data, 1.0 / temperature)[0]
+
+
+def _fit_nll(data: FitData, progress) -> tuple[float, dict, list[str]]:
+    """Root of NLL'(β) in u = log β by Newton's method safeguarded by bisection (rtsafe).
+
+    NLL' is increasing in u; every pass shrinks the bracket [lo, hi] that holds the root, a Newton
+    step (dNLL'/du = β·NLL''(β)) that leaves the bracket is replaced by bisection, and the loop stops
+    when the step is below 1e-12 in u (|ΔT| = T·|Δu|: far below 1e-6). Converges in ~5 passes; after
+    20 passes the bounds are checked (separable data: the NLL falls all the way to T → 0).
+    """
+    data.require_finite_true_class("an NLL fit")
+    t_min, t_max = NLL_TEMPERATURE_BOUNDS
+    lo, hi = math.log(1.0 / t_max), math.log(1.0 / t_min)
+    u = 0.0  # T = 1
+    passes = 0
+    converged = False
+    while passes < 200:
+        if passes == 20:  # slow progress: is the optimum beyond a bound (separable or chance-level data)?
+            passes += 2
+            if _nll_pass(data, math.exp(hi))[1] <= 0:
+                u = hi
+                break
+            if _nll_pass(data, math.exp(lo))[1] >= 0:
+                u = lo
+                break
+        beta = math.exp(u)
+        _, g, var = _nll_pass(data, beta)
+        passes += 1
+        if progress is not None:
+            progress(passes, None)
+        if g == 0.0:
+            converged = True
+            break
+        if g < 0:
+            lo = u
+        else:
+            hi = u
+        slope = beta * var
+        step = -g / slope if slope > 0 else math.copysign(math.inf, -g)
+        step = max(-2.0, min(2.0, step))  # at most a factor e² in T per pass
+        if abs(step) < 1e-12:  # Newton's step: quadratic convergence, the error is far smaller still
+            u += step
+            converged = True
+            break
+        new = u + step
+        if not lo < new < hi:  # outside the bracket: bisect
+            new = 0.5 * (lo + hi)
+        if hi - lo < 1e-12:
+            u = new
+            converged = True
+            break
+        u = new
+    t = 1.0 / math.exp(u)
+    warnings = []
+    if t >= t_max * (1 - 1e-9):
+        t = t_max
+        warnings.append(
+            f"the NLL keeps decreasing as T grows: the optimum is at or beyond T = {t_max:g} (the labels are "
+            "no better than chance under these logits)"
+        )
+    elif t <= t_min * (1 + 1e-9):
+        t = t_min
+        warnings.append(
+            f"the NLL keeps decreasing as T shrinks: the optimum is at or below T = {t_min:g} (every sample's "
+            "label has the largest logit: the data are separable)"
+        )
+    elif not converged:
+        warnings.append("the NLL fit did not converge in 200 passes")
+    return t, {"passes": passes}, warnings
+
+
+
+
+# ---------------------------------------------------------------------------------------------
+# The calibrator
+
+
+class TemperatureScaling(Calibrator):
+    """p(T) = softmax(z / T): one temperature T > 0 for every class (Guo et al. 2017).
+
+    ``TemperatureScaling(1.5)`` is a given T; ``TemperatureScaling(search="nll").fit(logits, labels)``
+    fits one: ``search="grid"`` minimises ``objective`` ("ece" by default, "adaece" or "nll") over
+    ``grid`` = (start, stop, step) with ``n_bins`` bins and ``compat`` exactly as ``evaluate``
+    reports them (ties → smallest T); ``search="nll"`` is the exact NLL optimum (|ΔT| < 1e-6).
+    Saved as ``{"method": "temperature", "k": K, "temperature": T}``.
+    """
+
+    name = "temperature"
+    searches = {
+        "grid": Search("the paper's grid of T", "temperature scaling (grid search)"),
+        "nll": Search("the exact NLL-optimal T", "temperature scaling (NLL optimum)"),
+    }
+    objectives = OBJECTIVES  # the grid's; the exact search minimises the NLL only
+
+    def __init__(
+        self,
+        temperature: float | None = None,
+        *,
+        search: str = "grid",
+        objective: str | None = None,
+        grid=DEFAULT_GRID,
+        n_bins: int = DEFAULT_N_BINS,
+        compat: str | None = None,
+    ):
+        if search not in self.searches:
+            raise InputError(f"Expected `search` to be one of {tuple(self.searches)}, but got {search!r}")
+        self.search = search
+        self.objective = self.check_objective(search, objective, OBJECTIVES if search == "grid" else ("nll",))
+        self.compat = check_compat(compat)
+        if search != "grid" and self.compat:
+            raise InputError("--compat applies to the grid search's ECE objective only; drop --compat")
+        self.grid = grid
+        self.n_bins = n_bins
+        self._temps = temperature_grid(*grid) if search == "grid" else None
+        self.temperature_ = None if temperature is None else check_temperature(temperature)
+
+    @classmethod
+    def for_search(cls, search, *, objective=None, compat=None, grid=DEFAULT_GRID, n_bins=DEFAULT_N_BINS, **_):
+        return cls(search=search, objective=objective, grid=grid, n_bins=n_bins, compat=compat)
+
+    # -- fitting --------------------------------------------------------------------------------------
+    def _fit(self, data: FitData, progress: Progress | None) -> FitInfo:
+        if self.search == "nll":
+            t, solver, warnings = _fit_nll(data, progress)
+            self.temperature_ = t
+            return FitInfo("nll", _nll_at(data, t), _nll_at(data, 1.0), data.n, data.k, solver,
+                           warnings=tuple(warnings))
+        temps, objective = self._temps, self.objective
+        if objective == "nll":
+            data.require_finite_true_class("an NLL objective")
+        values = _grid_objectives(data, temps, objective, self.n_bins, self.compat, progress)
+        best = int(np.argmin(values))  # first minimum: ties go to the smallest T
+        t = float(temps[best])
+        ones = np.flatnonzero(temps == 1.0)
+        at_one = (
+            float(values[ones[0]]) if ones.size
+            else float(_grid_objectives(data, np.ones(1), objective, self.n_bins, self.compat, None)[0])
+        )
+        warnings = []
+        if temps.shape[0] > 1 and best in (0, temps.shape[0] - 1):
+            side = "lower" if best == 0 else "upper"
+            warnings.append(
+                f"the best T = {t:g} is on the grid's {side} boundary ({temps[0]:g}..{temps[-1]:g}); "
+                "the optimum may lie outside it: widen --grid START:STOP:STEP"
+            )
+        self.temperature_ = t
+        return FitInfo(
+            objective,
+            float(values[best]),
+            at_one,
+            data.n,
+            data.k,
+            {},
+            grid=tuple(float(_decimal(g, "value")) for g in self.grid),
+            curve=tuple((float(t), float(v)) for t, v in zip(temps, values)),
+            warnings=tuple(warnings),
+        )
+
+    # -- applying -------------------------------------------------------------------------------------
+    @property
+    def temperature(self) -> float | None:
+        return self.temperature_
+
+    @property
+    def is_identity(self) -> bool:
+        return self.temperature_ == 1.0
+
+    @property
+    def label(self) -> str:
+        return f"T = {self.temperature_:.6g}"
+
+    def _transform(self, z: np.ndarray) -> np.ndarray:
+        return apply_temperature(z, self.temperature_)
+
+    # -- saving ---------------------------------------------------------------------------------------
+    def get_params(self) -> float | None:
+        return self.temperature_
+
+    @classmethod
+    def _from_params(cls, params, k):
+        out = cls(json_number(params, "temperature", positive=True))
+        out.k = k
+        return out
+
+    @classmethod
+    def identity(cls, k=None) -> "TemperatureScaling":
+        out = cls(1.0)
+        out.k = k
+        return out

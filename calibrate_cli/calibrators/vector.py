@@ -1,0 +1,126 @@
+"""Vector scaling (Guo et al. 2017): z'_k = w_k z_k + b_k, one scale and one bias per class.
+
+(w, b) minimise the mean NLL on the fitting set by L-BFGS-B with the analytic gradient; the biases
+are defined up to a constant and are centred. Unlike a temperature, vector scaling can change
+predictions. Saved as ``{"method": "vector", "k": K, "vector": {"w": [K], "b": [K]}}``.
+
+>>> import numpy as np
+>>> VectorScaling(w=[1.0, 2.0], b=[0.5, -0.5]).transform(np.array([[1.0, 1.0]]))
+array([[1.5, 1.5]])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+from ..predictions import row_chunks
+from .base import Calibrator, FitData, FitInfo, Progress, Search, json_numbers
+
+__all__ = ["VectorScaling"]
+
+
+def _vector_pass(data: FitData, w: np.ndarray, b: np.ndarray, with_grad: bool = True):
+    total = 0.0
+    gw = np.zeros(data.k)
+    gb = np.zeros(data.k)
+    for rows in row_chunks(data.n, data.k):
+        z = data.rows(rows)
+        r = np.arange(z.shape[0])
+        y = data.labels[rows]
+        x = z * w + b
+        x -= x.max(axis=1, keepdims=True)
+        e = np.exp(x)
+        s = e.sum(axis=1)
+        total += float(np.sum(np.log(s) - x[r, y]))
+        if with_grad:
+            p = e / s[:, None]
+            p[r, y] -= 1.0  # p − onehot(y)
+            gw += np.einsum("ij,ij->j", p, z)
+            gb += p.sum(axis=0)
+    return total / data.n, gw / data.n, gb / data.n
+
+
+def _fit_vector(data: FitData, progress) -> tuple[dict, list[str]]:
+    from scipy.optimize import minimize
+
+    data.require_finite("vector scaling")
+    k = data.k
+    calls = [0]
+
+    def fun(theta):
+        calls[0] += 1
+        if progress is not None:
+            progress(calls[0], None)
+        value, gw, gb = _vector_pass(data, theta[:k], theta[k:])
+        return value, np.concatenate([gw, gb])
+
+    theta0 = np.concatenate([np.ones(k), np.zeros(k)])
+    result = minimize(fun, theta0, jac=True, method="L-BFGS-B",
+                      options={"maxiter": 5000, "maxfun": 20000, "ftol": 1e-15, "gtol": 1e-9})
+    warnings = []
+    if not result.success and "ABNORMAL" not in str(result.message).upper():
+        warnings.append(f"vector scaling did not converge ({result.message})")
+    w = result.x[:k]
+    b = result.x[k:] - result.x[k:].mean()  # the biases are defined up to a constant; centre them
+    return {"w": [float(v) for v in w], "b": [float(v) for v in b], "iterations": int(result.nit)}, warnings
+
+
+
+class VectorScaling(Calibrator):
+    """softmax(w ⊙ z + b): a scale w_k and a bias b_k per class, fitted by NLL.
+
+    A 1-D vector of binary log-odds s is taken as the logits [0, s].
+    """
+
+    name = "vector"
+    searches = {"vector": Search("per-class scale and bias", "vector scaling")}
+
+    def __init__(self, w=None, b=None):
+        if (w is None) != (b is None):
+            raise InputError("vector scaling needs both w and b (or neither, to fit them)")
+        self.w_ = None if w is None else np.asarray(w, dtype=np.float64)
+        self.b_ = None if b is None else np.asarray(b, dtype=np.float64)
+        if self.w_ is not None:
+            if self.w_.ndim != 1 or self.w_.shape != self.b_.shape or self.w_.shape[0] < 2:
+                raise InputError(f"vector scaling needs w and b of the same length K ≥ 2, got {self.w_.shape} and {self.b_.shape}")
+            self.k = int(self.w_.shape[0])
+
+    def _fit(self, data: FitData, progress: Progress | None) -> FitInfo:
+        parameters, warnings = _fit_vector(data, progress)
+        self.w_, self.b_ = np.asarray(parameters["w"]), np.asarray(parameters["b"])
+        return FitInfo(
+            self.objectives[0],  # the NLL
+            _vector_pass(data, self.w_, self.b_, False)[0],
+            _vector_pass(data, np.ones(data.k), np.zeros(data.k), False)[0],
+            data.n,
+            data.k,
+            {"iterations": parameters["iterations"]},
+            warnings=tuple(warnings),
+        )
+
+    @property
+    def label(self) -> str:
+        return "vector scaling"
+
+    def _transform(self, z: np.ndarray) -> np.ndarray:
+        zz = np.stack([np.zeros_like(z), z], axis=1) if z.ndim == 1 else z
+        return zz * self.w_ + self.b_
+
+    def get_params(self) -> dict | None:
+        if self.w_ is None:
+            return None
+        return {"w": [float(v) for v in self.w_], "b": [float(v) for v in self.b_]}
+
+    @classmethod
+    def _from_params(cls, params, k):
+        if not isinstance(params, dict):
+            raise InputError("\"vector\" must be an object {\"w\": [K numbers], \"b\": [K numbers]}")
+        out = cls(json_numbers(params.get("w"), "vector w"), json_numbers(params.get("b"), "vector b"))
+        if k is not None and k != out.k:
+            raise InputError(f"vector scaling has {out.k} scales but \"k\" is {k}")
+        return out
+
+    @classmethod
+    def identity(cls, k=None):
+        return None if k is None else cls(np.ones(k), np.zeros(k))
