@@ -8,10 +8,40 @@ import numpy as np
 
 from .binning import BinStats
 from .metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins, metrics_from_summary
-from .predictions import InputKind, as_predictions
-from .summary import check_compat, summarize
+from .predictions import InputKind, Predictions, as_predictions
+from .summary import PredictionSummary, check_compat, summarize
 
-__all__ = ["EvalReport", "evaluate", "conventions"]
+__all__ = ["EvalReport", "SummarizedData", "evaluate", "conventions", "summarize_data"]
+
+
+@dataclass(frozen=True)
+class SummarizedData:
+    """Validated predictions and their one-pass summary: where every computation over a data set
+    starts (``evaluate``, the bootstrap, the jackknife), so the data are read and validated once."""
+
+    predictions: Predictions
+    summary: PredictionSummary
+
+    def point(self, n_bins: int = DEFAULT_N_BINS) -> dict[str, float | None]:
+        """Every metric's point value (:func:`~calibrate_cli.metrics.metrics_from_summary`)."""
+        return metrics_from_summary(self.summary, n_bins)
+
+
+def summarize_data(
+    scores,
+    labels,
+    *,
+    input_kind: InputKind = "logits",
+    n_bins: int = DEFAULT_N_BINS,
+    compat: str | None = None,
+    scores_name: str = "scores",
+    labels_name: str = "labels",
+) -> SummarizedData:
+    """Validate ``scores``/``labels`` (:func:`~calibrate_cli.predictions.as_predictions`) and make the one
+    summary pass (:func:`~calibrate_cli.summary.summarize`, with the classwise statistics)."""
+    compat = check_compat(compat)
+    predictions = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name)
+    return SummarizedData(predictions, summarize(predictions, n_bins=n_bins, compat=compat, classwise=True))
 
 
 def conventions(compat: str | None) -> dict[str, str]:
@@ -42,6 +72,8 @@ class EvalReport:
     adaptive_bins  equal-mass per-bin statistics (AdaECE)
     classwise_ece_per_class  ECE_k for each class k
     warnings       things the user must know (e.g. an infinite NLL)
+    intervals      metric → :class:`~calibrate_cli.bootstrap.ConfidenceInterval` (with ``bootstrap=B``)
+    bootstrap      the bootstrap's settings (n_resamples, level, method, seed, device), or None
     """
 
     n: int
@@ -54,9 +86,11 @@ class EvalReport:
     adaptive_bins: BinStats
     classwise_ece_per_class: tuple[float, ...]
     warnings: tuple[str, ...] = field(default=())
+    intervals: dict = field(default_factory=dict)
+    bootstrap: dict | None = None
 
     def to_dict(self) -> dict:
-        """JSON-ready dict with the stable keys of SPEC §6 (``intervals`` and ``gates`` empty here)."""
+        """JSON-ready dict with the stable keys of docs/json-schema.md."""
         return {
             "n": self.n,
             "k": self.k,
@@ -64,11 +98,11 @@ class EvalReport:
             "input_kind": self.input_kind,
             "conventions": conventions(self.compat),
             "metrics": dict(self.metrics),
-            "intervals": {},
-            "gates": [],
+            "intervals": {name: ci.to_dict() for name, ci in self.intervals.items()},
             "bins": {"ece": self.bins.to_rows(), "adaece": self.adaptive_bins.to_rows()},
             "classwise_ece_per_class": list(self.classwise_ece_per_class),
             "warnings": list(self.warnings),
+            "bootstrap": self.bootstrap,
         }
 
 
@@ -81,22 +115,33 @@ def evaluate(
     compat: str | None = None,
     scores_name: str = "scores",
     labels_name: str = "labels",
+    bootstrap: int = 0,
+    ci_level: float | None = None,
+    ci_method: str | None = None,
+    seed=None,
+    device: str | None = None,
+    progress=None,
 ) -> EvalReport:
     """Validate ``scores``/``labels`` and compute every calibration metric in one pass.
 
     ``scores``: (N, K) logits (default) or probabilities (``input_kind="probs"``), or a 1-D vector
     of binary scores. ``labels``: (N,) integers in [0, K) or one-hot (N, K). ``compat``: None
-    (SPEC conventions, float64) or ``"focal-calibration"`` (the reference code's numbers).
-    ``scores_name``/``labels_name`` name the inputs in error messages (e.g. file paths).
+    (float64, the conventions of docs/metrics.md) or ``"focal-calibration"`` (the reference code's
+    numbers). ``scores_name``/``labels_name`` name the inputs in error messages (e.g. file paths).
+
+    ``bootstrap=B`` (B > 0) also puts a bootstrap interval on every metric (``report.intervals``),
+    from the same validated data and summary pass: ``ci_level``, ``ci_method``, ``seed``,
+    ``device`` and ``progress`` as in :func:`calibrate_cli.bootstrap.bootstrap` (None: its defaults).
 
     >>> import numpy as np
     >>> report = evaluate(np.array([[2.0, 0.0], [0.0, 1.0]]), np.array([0, 0]))
     >>> report.metrics["accuracy"], report.n, report.k
     (0.5, 2, 2)
     """
-    compat = check_compat(compat)
-    predictions = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name)
-    summary = summarize(predictions, n_bins=n_bins, compat=compat, classwise=True)
+    data = summarize_data(
+        scores, labels, input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=scores_name, labels_name=labels_name
+    )
+    predictions, summary, compat = data.predictions, data.summary, data.summary.compat
     width = equal_width_bins(summary.confidences, summary.correct, n_bins, compat=compat)
     mass = equal_mass_bins(summary.confidences, summary.correct, n_bins, compat=compat)
     metrics = metrics_from_summary(summary, n_bins, width=width, mass=mass)
@@ -106,6 +151,9 @@ def evaluate(
         warnings.append(
             f"{scores_name}: {n_inf} sample(s) give probability 0 to the true class: NLL is inf (not clipped)"
         )
+    intervals, settings = {}, None
+    if bootstrap:
+        intervals, settings = _bootstrap(data, metrics, n_bins, bootstrap, ci_level, ci_method, seed, device, progress)
     per_class = summary.classwise.calibration_error()
     return EvalReport(
         n=predictions.n,
@@ -118,4 +166,22 @@ def evaluate(
         adaptive_bins=mass,
         classwise_ece_per_class=tuple(float(x) for x in per_class),
         warnings=tuple(warnings),
+        intervals=intervals,
+        bootstrap=settings,
     )
+
+
+def _bootstrap(data, point, n_bins, n_resamples, level, method, seed, device, progress):
+    """Intervals of every metric on the already summarised data, and the settings used."""
+    from .bootstrap import DEFAULT_CI_LEVEL, DEFAULT_CI_METHOD, DEFAULT_SEED, bootstrap_prepared
+    from .devices import DEFAULT_DEVICE, resolve_device
+
+    settings = {
+        "n_resamples": n_resamples,
+        "level": DEFAULT_CI_LEVEL if level is None else level,
+        "method": DEFAULT_CI_METHOD if method is None else method,
+        "seed": DEFAULT_SEED if seed is None else seed,
+        "device": DEFAULT_DEVICE if device is None else device,
+    }
+    intervals = bootstrap_prepared(data, point, n_bins=n_bins, progress=progress, **settings)
+    return intervals, settings | {"device": resolve_device(settings["device"])}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +12,6 @@ from hypothesis import strategies as st
 from calibrate_cli.binning import equal_mass_edges
 from calibrate_cli.bootstrap import (
     ConfidenceInterval,
-    _prepare,
     bootstrap,
     bootstrap_values,
     compare,
@@ -23,12 +21,20 @@ from calibrate_cli.bootstrap import (
     jackknife_values,
     min_resamples,
 )
+from calibrate_cli.bootstrap.resampler import resampler_for
 from calibrate_cli.errors import InputError
+from calibrate_cli.evaluate import summarize_data
 from calibrate_cli.metrics import METRIC_NAMES, metrics_from_summary
 from calibrate_cli.predictions import as_predictions
 from calibrate_cli.summary import summarize
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
+
+
+def _engine(scores, labels, input_kind, n_bins):
+    """The summary and the resampling engine of one data set (the package's internal set-up)."""
+    data = summarize_data(scores, labels, input_kind=input_kind, n_bins=n_bins)
+    return data.summary, resampler_for(data, n_bins)
 
 
 def _data(n=300, k=7, seed=0, scale=2.0, dtype=np.float32):
@@ -128,7 +134,7 @@ def test_equal_mass_edges_of_weights_equal_those_of_the_resampled_array(n, n_bin
     conf = rng.integers(0, levels, n) / levels * 0.5 + 0.5  # ties on purpose
     probs = np.stack([1 - conf, conf], axis=1)
     labels = rng.integers(0, 2, n)
-    _, summary, _, engine = _prepare(probs, labels, "probs", n_bins, None)
+    summary, engine = _engine(probs, labels, "probs", n_bins)
     idx = rng.integers(0, n, size=(3, n))
     edges = engine.equal_mass_edges_of(engine.weights(engine.rank[idx]))
     for r in range(3):
@@ -290,7 +296,7 @@ def test_seeded_draws_are_positions_in_confidence_order():
     rng_r is seeded by the r-th child of SeedSequence(seed)."""
     logits, labels = _data(120, 4)
     _, seeded = bootstrap_values(logits, labels, n_resamples=5, seed=9)
-    _, summary, _, engine = _prepare(logits, labels, "logits", 15, None)
+    summary, engine = _engine(logits, labels, "logits", 15)
     children = np.random.SeedSequence(9).spawn(5)
     idx = np.stack([engine.order[np.random.default_rng(c).integers(0, 120, 120)] for c in children])
     _, explicit = bootstrap_values(logits, labels, indices=idx)
@@ -331,8 +337,9 @@ class _ShapeDependentBlas:
 def test_a_metric_subset_is_bit_identical_whatever_blas_kernel_the_shape_picks(monkeypatch):
     """A metric's value must not come from a product whose shape depends on the other metrics asked
     for: with a shape-dependent BLAS, a subset still gives the intervals of the full set bit for bit."""
-    bs = sys.modules["calibrate_cli.bootstrap"]
-    monkeypatch.setattr(bs, "np", _ShapeDependentBlas())
+    import calibrate_cli.devices as devices  # the numpy engine's array operations live there
+
+    monkeypatch.setattr(devices, "np", _ShapeDependentBlas())
     logits, labels = _data(300, 8)
     full = bootstrap(logits, labels, n_resamples=20, seed=1)
     for names in (["ece"], ["adaece", "mce"], ["classwise_ece"], ["nll", "brier", "s99_share"], ["accuracy"]):
@@ -343,12 +350,12 @@ def test_a_metric_subset_is_bit_identical_whatever_blas_kernel_the_shape_picks(m
 
 def test_seed_forms_and_thread_independence(monkeypatch):
     """An int seed and SeedSequence(seed) give the same values; one drawing thread or many, the same."""
-    bs = sys.modules["calibrate_cli.bootstrap"]  # the attribute `bootstrap` is the function
+    from calibrate_cli.bootstrap import draws  # (calibrate_cli.bootstrap as an attribute is the function)
 
     logits, labels = _data(500, 5)
     _, ref = bootstrap_values(logits, labels, n_resamples=30, seed=4, batch_size=7)
     _, seq = bootstrap_values(logits, labels, n_resamples=30, seed=np.random.SeedSequence(4), batch_size=7)
-    monkeypatch.setattr(bs, "cpu_threads", lambda: 1)
+    monkeypatch.setattr(draws, "cpu_threads", lambda: 1)
     _, one = bootstrap_values(logits, labels, n_resamples=30, seed=4, batch_size=7)
     for name in METRIC_NAMES:
         np.testing.assert_array_equal(ref[name], seq[name])

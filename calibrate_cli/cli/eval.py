@@ -29,13 +29,14 @@ from .options import (
 PROGRESS_MIN_WORK = 20_000_000
 
 
-def eval_payload(report, results, scores: str, labels: str, intervals: dict | None = None, bootstrap=None) -> dict:
-    """The JSON document of ``calib eval`` (keys documented in docs/json-schema.md and docs/bootstrap.md)."""
+def eval_payload(report, results, scores: str, labels: str, gate_on: str = "point") -> dict:
+    """The JSON document of ``calib eval`` (keys documented in docs/json-schema.md and docs/bootstrap.md):
+    the report's, with the gates, the CLI's --gate-on and the intervals' warnings added."""
     body = report.to_dict()
     body["gates"] = [r.to_dict() for r in results]
-    body["intervals"] = {name: ci.to_dict() for name, ci in (intervals or {}).items()}
-    body["bootstrap"] = bootstrap
-    body["warnings"] = list(body.get("warnings", [])) + interval_warnings(intervals or {})
+    if report.bootstrap is not None:
+        body["bootstrap"] = report.bootstrap | {"gate_on": gate_on}
+    body["warnings"] = list(body["warnings"]) + interval_warnings(report.intervals)
     return {
         "calib_version": __version__,
         "command": "eval",
@@ -176,42 +177,25 @@ def eval_command(
     score_array, label_array, labels_name = load_inputs(scores, labels, label_col)
     if calibrator is not None:
         score_array = calibrator.apply(score_array, input_kind, scores_name=scores)
-    report = evaluate(
-        score_array,
-        label_array,
-        input_kind=input_kind,
-        n_bins=n_bins,
-        compat=compat,
-        scores_name=scores,
-        labels_name=labels_name,
-    )
-    intervals, boot = None, None
-    if n_resamples:
-        from ..bootstrap import bootstrap
-        from ..devices import resolve_device
-
-        with render.progress_bar("bootstrap", enabled=n_resamples * report.n > PROGRESS_MIN_WORK) as progress:
-            intervals = bootstrap(
-                score_array,
-                label_array,
-                input_kind=input_kind,
-                n_resamples=n_resamples,
-                level=ci_level,
-                method=ci_method,
-                seed=seed,
-                n_bins=n_bins,
-                compat=compat,
-                progress=progress,
-                device=device,
-            )
-        boot = {
-            "n_resamples": n_resamples,
-            "level": ci_level,
-            "method": ci_method,
-            "seed": seed,
-            "gate_on": gate_on,
-            "device": resolve_device(device),
-        }
+    with render.progress_bar(
+        "bootstrap", enabled=n_resamples * len(label_array) > PROGRESS_MIN_WORK
+    ) as progress:  # the data are validated and summarised once, for the metrics and their intervals
+        report = evaluate(
+            score_array,
+            label_array,
+            input_kind=input_kind,
+            n_bins=n_bins,
+            compat=compat,
+            scores_name=scores,
+            labels_name=labels_name,
+            bootstrap=n_resamples,
+            ci_level=ci_level,
+            ci_method=ci_method,
+            seed=seed,
+            device=device,
+            progress=progress,
+        )
+    intervals = report.intervals or None
     results = check_gates(report.metrics, gates, gated_on=gate_on, intervals=intervals)
     if plot_path:
         from ..plots import escape_mathtext, eval_figure, save_figure
@@ -222,7 +206,7 @@ def eval_command(
         figure = eval_figure(report, label=escape_mathtext(model_names([scores], ())[0]), interval=interval)
         written = save_figure(figure, plot_path, force=force)
         render.stderr_console().print(f"Wrote {written}", soft_wrap=True, markup=False)
-    payload = eval_payload(report, results, scores, labels_name, intervals, boot)
+    payload = eval_payload(report, results, scores, labels_name, gate_on)
 
     render.warn(report.warnings)
     render.warn(interval_warnings(intervals or {}))
