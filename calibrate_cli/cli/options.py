@@ -74,16 +74,16 @@ def calibrator_option(help: str, *, load: bool):
     """``--temperature T|FILE.json`` (alias ``--calibrator``): with ``load``, the command receives the
     loaded calibrator as ``calibrator``; else the text as ``temperature_value`` (loaded after the
     command's own checks)."""
-    if load:
-        def to_calibrator(ctx, param, value):
-            from ..calibrators import load_calibrator
+    return click.option(
+        "--temperature", "--calibrator", "calibrator" if load else "temperature_value", metavar="T|FILE.json",
+        callback=_to_calibrator if load else None, help=help,
+    )
 
-            return None if value is None else load_calibrator(value)
 
-        return click.option(
-            "--temperature", "--calibrator", "calibrator", metavar="T|FILE.json", callback=to_calibrator, help=help
-        )
-    return click.option("--temperature", "--calibrator", "temperature_value", metavar="T|FILE.json", help=help)
+def _to_calibrator(ctx, param, value):
+    from ..calibrators import load_calibrator
+
+    return None if value is None else load_calibrator(value)
 
 
 def name_option(func):
