@@ -1,4 +1,5 @@
-"""CI gates (SPEC §6): ``--fail-above ece=0.02``, ``--fail-below accuracy=0.9``.
+"""CI gates (SPEC §6): fail when a metric is above a threshold (ece above 0.02) or below one
+(accuracy below 0.9); the CLI sets them with ``--fail-above ece=0.02`` and ``--fail-below accuracy=0.9``.
 
 A gate fails when the gated value is above (``fail-above``) or below (``fail-below``) its
 threshold, or when the value is undefined (None/NaN: a gate that cannot be checked never passes).
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Literal, Mapping
+from typing import Callable, Iterable, Literal, Mapping
 
 from .errors import InputError
 from .metric_registry import METRIC_NAMES, MetricSpec, metric_spec
@@ -87,9 +88,9 @@ class Gate:
         _check_threshold(text, metric_spec(metric), number, percent, threshold)
         return cls(metric, direction, threshold)
 
-    @property
-    def option(self) -> str:
-        return f"--fail-{self.direction} {self.metric}={self.threshold:g}"
+    def __str__(self) -> str:
+        """``ece above 0.02``: the gate in words (the CLI shows it as its option, ``--fail-above ece=0.02``)."""
+        return f"{self.metric} {self.direction} {self.threshold:g}"
 
 
 @dataclass(frozen=True)
@@ -101,17 +102,18 @@ class GateResult:
     passed: bool
     gated_on: str = "point"
 
-    def describe(self) -> str:
+    def describe(self, shown: Callable[[Gate], str] = str) -> str:
+        """One line on the result; ``shown`` words the gate (default: ``ece above 0.02``)."""
         g = self.gate
         if self.value is None or math.isnan(self.value):
-            return f"{g.metric} is undefined for this data, so the gate {g.option} cannot pass"
+            return f"{g.metric} is undefined for this data, so the gate {shown(g)} cannot pass"
         if g.direction == "above":
             op = "≤" if self.passed else ">"
         else:
             op = "≥" if self.passed else "<"
         verdict = "passed" if self.passed else "failed"
         subject = g.metric if self.gated_on == "point" else f"{g.metric} ({self.gated_on} end of its interval)"
-        return f"gate {verdict}: {subject} = {self.value:.6g} {op} {g.threshold:g} ({g.option})"
+        return f"gate {verdict}: {subject} = {self.value:.6g} {op} {g.threshold:g} ({shown(g)})"
 
     def to_dict(self) -> dict:
         return {

@@ -233,7 +233,7 @@ class ReliabilityDiagram:
         )
         if temperature is not None:
             if predictions.input_kind != "logits":
-                raise InputError("a temperature scales logits; the scores are probabilities (drop --probs)")
+                raise InputError("a temperature scales logits; the scores are probabilities", remedy="logits")
             temperature = check_temperature(temperature)
             predictions = Predictions(
                 scores=apply_temperature(predictions.scores, temperature),
@@ -513,7 +513,7 @@ def classwise_diagrams(
     s = predictions.scores
     if temperature is not None:
         if predictions.input_kind != "logits":
-            raise InputError("a temperature scales logits; the scores are probabilities (drop --probs)")
+            raise InputError("a temperature scales logits; the scores are probabilities", remedy="logits")
         s = apply_temperature(s, temperature)
     probs = to_probabilities(s, predictions.input_kind)
     edges = uniform_edges(n_bins)

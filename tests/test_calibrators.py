@@ -299,6 +299,7 @@ def test_adding_the_walkthrough_calibrator_is_the_whole_change(tmp_path):
     assert r["eval"]["code"] == 0 and json.loads(r["eval"]["out"])["metrics"] == saved["test"]["after"]
     assert r["plot"]["code"] == 0 and (tmp_path / "h.svg").exists()
     assert "histogram_values_3_14," in r["csv"]["out"]
-    assert r["bad"]["code"] == 2 and "--search histogram minimises the ECE" in r["bad"]["err"]
+    assert r["bad"]["code"] == 2 and "the histogram search minimises the ECE" in r["bad"]["err"]
+    assert "use --search grid, or drop --objective" in r["bad"]["err"]  # the CLI's hint
     assert r["loaded"] == ["histogram", 4]
     assert r["by_name"]["histogram"] == saved["calibration"]["histogram"]

@@ -189,7 +189,7 @@ def test_boundary_warning_on_stderr(files):
         (["--grid", "0:1:0.1"], "start must be > 0"),
         (["--grid", "1:0.5:0.1"], "must be ≥ start"),
         (["--grid", "abc"], "START:STOP:STEP"),
-        (["--search", "nll", "--objective", "ece"], "works with --search grid only"),
+        (["--search", "nll", "--objective", "ece"], "works with the grid search only; use --search grid"),
         (["--search", "platt"], "Platt scaling is for binary"),
     ],
 )

@@ -296,7 +296,7 @@ def test_vector_scaling_beats_the_best_temperature():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"search": "nll", "objective": "ece"}, "works with --search grid only"),
+        ({"search": "nll", "objective": "ece"}, "works with the grid search only"),
         ({"search": "bisect"}, "search"),
         ({"objective": "mce"}, "objective"),
         ({"search": "nll", "compat": COMPAT}, "compat"),

@@ -111,7 +111,8 @@ class FitData:
                 row = rows.start + int(np.flatnonzero(bad)[0])
                 raise InputError(
                     f"{self.scores_name}: the true class has probability 0 at row {row}, so the NLL is infinite "
-                    f"at every temperature; {what} is impossible (use --search grid --objective ece)"
+                    f"at every temperature; {what} is impossible",
+                    remedy="grid-search-ece",
                 )
 
 
@@ -195,7 +196,7 @@ class Calibrator(ABC):
         for (the grid, ``n_bins``) are ignored, an objective or compat mode it cannot honour is an error."""
         cls.check_objective(search, objective)
         if compat:
-            raise InputError("--compat applies to the grid search's ECE objective only; drop --compat")
+            raise InputError("a compat mode applies to the grid search's ECE objective only", remedy="no-compat")
         return cls()
 
     @classmethod
@@ -207,8 +208,9 @@ class Calibrator(ABC):
             raise InputError(f"Expected `objective` to be one of {OBJECTIVES}, but got {objective!r}")
         if objective not in allowed:
             raise InputError(
-                f"--search {search} minimises the {allowed[0].upper()}; --objective {objective} works with "
-                "--search grid only"
+                f"the {search} search minimises the {allowed[0].upper()}; the {objective} objective works with "
+                "the grid search only",
+                remedy="grid-search",
             )
         return objective
 

@@ -28,8 +28,8 @@ def _fit_platt(data: FitData, progress) -> tuple[dict, list[str]]:
     Newton step is below 1e-13 (quadratic convergence: the error is far smaller)."""
     if data.k != 2:
         raise InputError(
-            f"{data.scores_name}: Platt scaling is for binary problems (K = 2 or 1-D scores), got K = {data.k}; "
-            "use --search nll or --search vector"
+            f"{data.scores_name}: Platt scaling is for binary problems (K = 2 or 1-D scores), got K = {data.k}",
+            remedy="nll-or-vector",
         )
     data.require_finite("Platt scaling")
     z = np.asarray(data.logits, dtype=np.float64)

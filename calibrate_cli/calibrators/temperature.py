@@ -30,7 +30,7 @@ from decimal import Decimal, InvalidOperation
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import Advice, InputError
 from ..metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins
 from ..parallel import map_chunks
 from ..predictions import InputKind, row_chunks
@@ -124,7 +124,7 @@ def parse_grid(text: str) -> tuple[str, str, str]:
     """``"0.05:5:0.05"`` → ("0.05", "5", "0.05"), checked by :func:`temperature_grid`."""
     parts = str(text).split(":")
     if len(parts) != 3 or not all(p.strip() for p in parts):
-        raise InputError(f"--grid must be START:STOP:STEP (e.g. 0.1:10:0.1), got {text!r}")
+        raise InputError(f"a temperature grid is START:STOP:STEP, got {text!r}", remedy="grid-format")
     start, stop, step = (p.strip() for p in parts)
     temperature_grid(start, stop, step)
     return start, stop, step
@@ -350,7 +350,7 @@ class TemperatureScaling(Calibrator):
         self.objective = self.check_objective(search, objective, OBJECTIVES if search == "grid" else ("nll",))
         self.compat = check_compat(compat)
         if search != "grid" and self.compat:
-            raise InputError("--compat applies to the grid search's ECE objective only; drop --compat")
+            raise InputError("a compat mode applies to the grid search's ECE objective only", remedy="no-compat")
         self.grid = grid
         self.n_bins = n_bins
         self._temps = temperature_grid(*grid) if search == "grid" else None
@@ -381,10 +381,11 @@ class TemperatureScaling(Calibrator):
         warnings = []
         if temps.shape[0] > 1 and best in (0, temps.shape[0] - 1):
             side = "lower" if best == 0 else "upper"
-            warnings.append(
+            warnings.append(Advice(
                 f"the best T = {t:g} is on the grid's {side} boundary ({temps[0]:g}..{temps[-1]:g}); "
-                "the optimum may lie outside it: widen --grid START:STOP:STEP"
-            )
+                "the optimum may lie outside it",
+                "widen-grid",
+            ))
         self.temperature_ = t
         return FitInfo(
             objective,

@@ -1,6 +1,7 @@
 """The ``calib`` command line: a thin Click shell over the core (parse → load → core → render).
 
-Errors are translated in one place, :class:`CalibGroup`, into the exit codes of
+Errors are translated in one place, :class:`CalibGroup` (remedies worded as flags by
+:mod:`calibrate_cli.cli.hints`), into the exit codes of
 docs/cli-contract.md: 0 ok, 1 a gate failed, 2 bad input or usage (``Error: <one line>`` on
 stderr naming the file, never a traceback), 3 a bug in calib (``internal error``; set
 ``CALIB_DEBUG=1`` for the traceback), 130 Ctrl-C, 141 the reader of stdout went away (quietly, as
@@ -117,6 +118,7 @@ class CalibGroup(click.Group):
     def invoke(self, ctx: click.Context):
         from . import render
         from ..io import remove_live_temporaries
+        from .hints import cli_text
 
         debug = bool(os.environ.get(DEBUG_ENV))
         try:
@@ -138,7 +140,7 @@ class CalibGroup(click.Group):
         except CalibError as exc:
             if debug:
                 raise
-            raise UserError(_one_line(exc)) from None
+            raise UserError(_one_line(cli_text(exc))) from None
         except MemoryError:
             if debug:
                 raise

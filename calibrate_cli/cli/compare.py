@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import csv
-import io
-
 import click
-from rich.markup import escape
-from rich.table import Table
 
 from .._version import __version__
 from ..bootstrap import DEFAULT_N_RESAMPLES
@@ -21,6 +16,7 @@ from .options import (
     interval_warnings,
     load_inputs,
     output_options,
+    probs_option,
 )
 
 PROGRESS_MIN_WORK = 10_000_000
@@ -43,31 +39,10 @@ def _warnings(comparison) -> list[str]:
     return interval_warnings({n: d.interval for n, d in comparison.differences.items()}, prefix="B − A ")
 
 
-def _rows(comparison):
-    for name, d in comparison.differences.items():
-        ci = d.interval
-        yield name, d, ci
-
-
 def _verdict(d) -> str:
     if d.interval is None:
         return "—"
     return "yes" if d.significant else "no"
-
-
-def comparison_table(comparison, *, title: str) -> Table:
-    table = Table(title=escape(title), title_justify="left", show_edge=False, pad_edge=False)
-    table.add_column("metric", style="bold")
-    for col in ("A", "B", "B − A", "interval of B − A"):
-        table.add_column(col, justify="right")
-    table.add_column("excludes 0", justify="center")
-    for name, d, ci in _rows(comparison):
-        fmt = lambda v: render.format_value(name, v)  # noqa: E731
-        interval = f"[{fmt(ci.low)}, {fmt(ci.high)}]" if ci else ""
-        table.add_row(
-            escape(render.PRETTY_NAMES[name]), fmt(d.a), fmt(d.b), _signed(name, d.difference), interval, _verdict(d)
-        )
-    return table
 
 
 def _signed(name: str, value) -> str:
@@ -75,26 +50,31 @@ def _signed(name: str, value) -> str:
     return text if value is None or text.startswith("-") or text == "—" else "+" + text
 
 
-def comparison_csv(comparison) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["metric", "a", "b", "difference", "low", "high", "excludes_zero"])
-    for name, d, ci in _rows(comparison):
-        writer.writerow(
-            [name, d.a, d.b, d.difference, ci.low if ci else "", ci.high if ci else "", "" if ci is None else d.significant]
-        )
-    return buf.getvalue()
+#: the difference table on a terminal and in Markdown
+COLUMNS = [
+    render.Column("metric", justify="left", style="bold"),
+    *(render.Column(header) for header in ("A", "B", "B − A", "interval of B − A")),
+    render.Column("excludes 0", justify="center"),
+]
+#: the same in CSV: raw numbers (15 significant digits), the interval's ends apart
+CSV_COLUMNS = [render.Column(h) for h in ("metric", "a", "b", "difference", "low", "high", "excludes_zero")]
 
 
-def comparison_markdown(comparison) -> str:
-    lines = ["| metric | A | B | B − A | interval | excludes 0 |", "|---|---:|---:|---:|---:|:---:|"]
-    for name, d, ci in _rows(comparison):
-        fmt = lambda v: render.format_value(name, v)  # noqa: E731
-        interval = f"[{fmt(ci.low)}, {fmt(ci.high)}]" if ci else ""
-        lines.append(
-            f"| {render.PRETTY_NAMES[name]} | {fmt(d.a)} | {fmt(d.b)} | {_signed(name, d.difference)} | {interval} | {_verdict(d)} |"
-        )
-    return "\n".join(lines) + "\n"
+def comparison_report(fmt: str, comparison, *, title: str | None = None):
+    """The differences B − A in ``fmt``: a Rich table, Markdown or CSV (JSON is the payload)."""
+    rows = []
+    for name, d in comparison.differences.items():
+        ci = d.interval
+        if fmt == "csv":
+            low, high = (ci.low, ci.high) if ci else (None, None)
+            numbers = (render.csv_number(v) for v in (d.a, d.b, d.difference, low, high))
+            rows.append([name, *numbers, "" if ci is None else d.significant])
+        else:
+            fmt_value = lambda v: render.format_value(name, v)  # noqa: E731
+            interval = f"[{fmt_value(ci.low)}, {fmt_value(ci.high)}]" if ci else ""
+            rows.append([render.PRETTY_NAMES[name], fmt_value(d.a), fmt_value(d.b), _signed(name, d.difference),
+                         interval, _verdict(d)])
+    return render.render_rows(fmt, CSV_COLUMNS if fmt == "csv" else COLUMNS, rows, title=title)
 
 
 @click.command("compare")
@@ -102,13 +82,7 @@ def comparison_markdown(comparison) -> str:
 @click.argument("a_labels", metavar="A_LABELS")
 @click.argument("b_scores", metavar="B_LOGITS")
 @click.argument("b_labels", metavar="B_LABELS")
-@click.option(
-    "--probs",
-    "input_kind",
-    flag_value="probs",
-    default="logits",
-    help="Both score files hold probabilities instead of logits.",
-)
+@probs_option("Both score files hold probabilities instead of logits.")
 @binning_options
 @bootstrap_options(DEFAULT_N_RESAMPLES)
 @output_options
@@ -165,17 +139,12 @@ def compare_command(
     payload = compare_payload(comparison, paths, input_kind, boot)
     render.warn(payload["warnings"])
     if fmt == "json":
-        render.emit(render.to_json(payload), output, force)
-    elif fmt == "csv":
-        render.emit(comparison_csv(comparison), output, force)
-    elif fmt == "markdown":
-        render.emit(comparison_markdown(comparison), output, force)
+        rendered = render.to_json(payload)
     else:
-        title = f"B − A: A = {a_scores}, B = {b_scores}; N = {comparison.n}, K = {comparison.k}, {n_bins} bins"
-        if boot:
-            title += f"; {100 * ci_level:g}% paired {ci_method} bootstrap, {n_resamples} resamples"
-        table = comparison_table(comparison, title=title)
-        if output:
-            render.emit(render.tables_to_text([table]), output, force)
-        else:
-            render.render_tables(render.stdout_console(), [table])
+        title = None
+        if fmt == "table":
+            title = f"B − A: A = {a_scores}, B = {b_scores}; N = {comparison.n}, K = {comparison.k}, {n_bins} bins"
+            if boot:
+                title += f"; {100 * ci_level:g}% paired {ci_method} bootstrap, {n_resamples} resamples"
+        rendered = comparison_report(fmt, comparison, title=title)
+    render.write_report(rendered, output, force)

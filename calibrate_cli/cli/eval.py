@@ -8,11 +8,12 @@ import click
 from .._version import __version__
 from ..evaluate import evaluate
 from ..gates import check_gates
-from ..calibrators import load_calibrator
 from . import render
+from .hints import gate_option
 from .options import (
     binning_options,
     bootstrap_options,
+    calibrator_option,
     check_device_use,
     check_resamples,
     gate_on_option,
@@ -22,6 +23,7 @@ from .options import (
     Outputs,
     output_options,
     parse_gates,
+    plot_option,
     scores_and_labels,
 )
 
@@ -93,18 +95,11 @@ def render_report(
 @binning_options
 @output_options
 @gate_options
-@click.option(
-    "--plot", "plot_path", metavar="FILE",
-    help="Also draw the reliability diagram to FILE (.png, .svg, .pdf; --force overwrites it).",
-)
-@click.option(
-    "--temperature",
-    "--calibrator",
-    "calibrator",
-    metavar="T|FILE.json",
-    callback=lambda ctx, param, value: None if value is None else load_calibrator(value),
-    help="Evaluate after calibration: at temperature T, softmax(logits / T) (with --probs: p^(1/T), "
+@plot_option("Also draw the reliability diagram to FILE (.png, .svg, .pdf; --force overwrites it).")
+@calibrator_option(
+    "Evaluate after calibration: at temperature T, softmax(logits / T) (with --probs: p^(1/T), "
     "renormalised), or any fit saved by `calib temperature -o FILE.json` (temperature, Platt, vector).",
+    load=True,
 )
 @click.option(
     "--bins", "bins_csv", is_flag=True,
@@ -210,18 +205,11 @@ def eval_command(
 
     render.warn(report.warnings)
     render.warn(interval_warnings(intervals or {}))
-    rendered = render_report(report, payload, fmt, intervals=intervals, bins_csv=bins_csv)
-    if isinstance(rendered, list):
-        if output:
-            render.emit(render.tables_to_text(rendered), output, force)
-        else:
-            render.render_tables(render.stdout_console(), rendered)
-    else:
-        render.emit(rendered, output, force)
+    render.write_report(render_report(report, payload, fmt, intervals=intervals, bins_csv=bins_csv), output, force)
 
     failed = [r for r in results if not r.passed]
     if failed:
         err = render.stderr_console()
         for result in failed:
-            err.print(f"[red]{render.plain(result.describe())}[/red]", soft_wrap=True)
+            err.print(f"[red]{render.plain(result.describe(gate_option))}[/red]", soft_wrap=True)
         click.get_current_context().exit(1)

@@ -21,45 +21,11 @@ FORMATS = ("table", "json", "csv", "markdown")
 MAX_N_BINS = 1_000_000
 
 
-def scores_and_labels(func):
-    """SCORES [LABELS] arguments, --probs and --label-col."""
-    func = click.option(
-        "--label-col",
-        metavar="NAME",
-        help="CSV input: the labels are this column of SCORES (name or 0-based index); omit LABELS.",
-    )(func)
-    func = click.option(
-        "--probs",
-        "input_kind",
-        flag_value="probs",
-        default="logits",
-        help="Scores are probabilities (rows sum to 1; 1-D: p(class 1)) instead of logits.",
-    )(func)
-    func = click.argument("labels", required=False, metavar="[LABELS]")(func)
-    func = click.argument("scores", metavar="SCORES")(func)
-    return func
+# -- the options of several commands, each defined once ---------------------------------------------
+# A command takes the decorator, passing its own help where the option means something particular
+# to it (``--probs`` of `calib temperature` fits through log p); names and parameters stay the same.
 
-
-def binning_options(func):
-    func = click.option(
-        "--compat",
-        type=click.Choice(COMPAT_MODES),
-        default=None,
-        help="Reproduce another implementation's numbers: focal-calibration = the reference code of "
-        "Mukhoti et al. 2020 (float32, AdaECE drops the min-confidence sample).",
-    )(func)
-    func = click.option(
-        "--n-bins",
-        type=click.IntRange(min=1, max=MAX_N_BINS),
-        default=DEFAULT_N_BINS,
-        show_default=True,
-        help="Number of bins M for ECE, AdaECE, classwise-ECE and MCE.",
-    )(func)
-    return func
-
-
-#: report format of ``--output FILE`` when --format is not given (anything else: table)
-SUFFIX_FORMATS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
+PROBS_HELP = "Scores are probabilities (rows sum to 1; 1-D: p(class 1)) instead of logits."
 #: what ``--force`` says in every command's --help
 FORCE_HELP = (
     "Replace output files that exist (regular files only; through a symbolic link, its target). "
@@ -67,6 +33,91 @@ FORCE_HELP = (
 )
 
 
+def probs_option(help: str = PROBS_HELP):
+    """``--probs``: the command receives ``input_kind`` = "probs" (default "logits")."""
+    return click.option("--probs", "input_kind", flag_value="probs", default="logits", help=help)
+
+
+def n_bins_option(help: str = "Number of bins M for ECE, AdaECE, classwise-ECE and MCE."):
+    """``--n-bins M`` (1 … MAX_N_BINS, default DEFAULT_N_BINS)."""
+    return click.option(
+        "--n-bins", type=click.IntRange(min=1, max=MAX_N_BINS), default=DEFAULT_N_BINS, show_default=True, help=help
+    )
+
+
+def compat_option(func):
+    return click.option(
+        "--compat",
+        type=click.Choice(COMPAT_MODES),
+        default=None,
+        help="Reproduce another implementation's numbers: focal-calibration = the reference code of "
+        "Mukhoti et al. 2020 (float32, AdaECE drops the min-confidence sample).",
+    )(func)
+
+
+def output_option(help: str, *, required: bool = False):
+    """``-o/--output FILE`` (the command receives ``output``)."""
+    return click.option("-o", "--output", required=required, metavar="FILE", help=help)
+
+
+def force_option(func):
+    """``--force``: replace outputs that exist (see :data:`FORCE_HELP`)."""
+    return click.option("--force", is_flag=True, help=FORCE_HELP)(func)
+
+
+def plot_option(help: str):
+    """``--plot FILE``: also draw a figure (the command receives ``plot_path``)."""
+    return click.option("--plot", "plot_path", metavar="FILE", help=help)
+
+
+def calibrator_option(help: str, *, load: bool):
+    """``--temperature T|FILE.json`` (alias ``--calibrator``): with ``load``, the command receives the
+    loaded calibrator as ``calibrator``; else the text as ``temperature_value`` (loaded after the
+    command's own checks)."""
+    return click.option(
+        "--temperature", "--calibrator", "calibrator" if load else "temperature_value", metavar="T|FILE.json",
+        callback=_to_calibrator if load else None, help=help,
+    )
+
+
+def _to_calibrator(ctx, param, value):
+    from ..calibrators import load_calibrator
+
+    return None if value is None else load_calibrator(value)
+
+
+def name_option(func):
+    """``--name NAME`` (repeatable): the models' names in figures (the command receives ``names``)."""
+    return click.option(
+        "--name", "names", multiple=True, metavar="NAME", help="Model name (repeatable, one per model)."
+    )(func)
+
+
+def title_option(func):
+    """``--title TEXT``: a figure's title."""
+    return click.option("--title", help="Figure title.")(func)
+
+
+def scores_and_labels(func):
+    """SCORES [LABELS] arguments, --probs and --label-col."""
+    func = click.option(
+        "--label-col",
+        metavar="NAME",
+        help="CSV input: the labels are this column of SCORES (name or 0-based index); omit LABELS.",
+    )(func)
+    func = probs_option()(func)
+    func = click.argument("labels", required=False, metavar="[LABELS]")(func)
+    func = click.argument("scores", metavar="SCORES")(func)
+    return func
+
+
+def binning_options(func):
+    """``--n-bins`` and ``--compat``."""
+    return n_bins_option()(compat_option(func))
+
+
+#: report format of ``--output FILE`` when --format is not given (anything else: table)
+SUFFIX_FORMATS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
 def report_format(fmt: str | None, output: str | None) -> str:
     """The report format: ``--format`` when given, else from ``--output``'s suffix (.json → json,
     .csv → csv, .md/.markdown → markdown, anything else → table), else table."""
@@ -90,11 +141,8 @@ def output_options(func=None, *, output_help: str | None = None):
             fmt = report_format(fmt, output)
             return command(*args, fmt=fmt, output=None if output == "-" else output, **kwargs)
 
-        resolved = click.option("--force", is_flag=True, help=FORCE_HELP)(resolved)
-        resolved = click.option(
-            "-o", "--output", metavar="FILE",
-            help=output_help or "Write the report to FILE instead of stdout ('-': stdout).",
-        )(resolved)
+        resolved = force_option(resolved)
+        resolved = output_option(output_help or "Write the report to FILE instead of stdout ('-': stdout).")(resolved)
         resolved = click.option(
             "-f", "--format", "fmt", type=click.Choice(FORMATS), default=None,
             help="Report format [default: from --output's suffix: .json, .csv, .md; else table].",

@@ -9,10 +9,19 @@ import click
 from ..calibrators import load_calibrator
 from ..errors import InputError
 from ..io import load_labels, load_scores, split_source
-from ..metrics import DEFAULT_N_BINS
 from ..plots import DEFAULT_DPI, STRATEGIES, MAX_CLASSWISE_CLASSES, escape_mathtext
 from . import render
-from .options import FORCE_HELP, MAX_N_BINS, Outputs, load_inputs, scores_and_labels
+from .options import (
+    Outputs,
+    calibrator_option,
+    force_option,
+    load_inputs,
+    n_bins_option,
+    name_option,
+    output_option,
+    scores_and_labels,
+    title_option,
+)
 
 
 def model_names(sources: list[str], names: tuple[str, ...]) -> list[str]:
@@ -51,28 +60,23 @@ def parse_classes(ctx, param, value: str | None) -> list[int] | None:
 
 @click.command("plot")
 @scores_and_labels
-@click.option(
-    "-o", "--output", required=True, metavar="FILE",
-    help="Figure file: .png, .svg or .pdf (by extension).",
-)
-@click.option(
-    "--n-bins", type=click.IntRange(min=1, max=MAX_N_BINS), default=DEFAULT_N_BINS, show_default=True, help="Number of bins M."
-)
+@output_option("Figure file: .png, .svg or .pdf (by extension).", required=True)
+@n_bins_option("Number of bins M.")
 @click.option(
     "--strategy", type=click.Choice(STRATEGIES), default="uniform", show_default=True,
     help="uniform: equal-width bins (legend: ECE); quantile: equal-mass bins (legend: AdaECE).",
 )
-@click.option(
-    "--temperature", "--calibrator", "temperature_value", metavar="T|FILE.json",
-    help="Draw before / after calibration side by side: temperature T, or any fit saved by "
+@calibrator_option(
+    "Draw before / after calibration side by side: temperature T, or any fit saved by "
     "`calib temperature -o FILE.json` (temperature, Platt, vector).",
+    load=False,
 )
 @click.option(
     "--compare", nargs=2, multiple=True, metavar="SCORES2 LABELS2",
     help="Another model to draw side by side (repeatable; same --probs as SCORES).",
 )
-@click.option("--name", "names", multiple=True, metavar="NAME", help="Model name (repeatable, one per model).")
-@click.option("--title", help="Figure title.")
+@name_option
+@title_option
 @click.option(
     "--overlay", is_flag=True,
     help="With --temperature or --compare: draw the models as curves on the same axes instead of side by side.",
@@ -89,7 +93,7 @@ def parse_classes(ctx, param, value: str | None) -> list[int] | None:
 @click.option(
     "--dpi", type=click.IntRange(10, 2400), default=DEFAULT_DPI, show_default=True, help="Resolution of a PNG."
 )
-@click.option("--force", is_flag=True, help=FORCE_HELP)
+@force_option
 def plot_command(
     scores, labels, input_kind, label_col, output, n_bins, strategy, temperature_value, compare, names, title,
     classwise, overlay, classes, dpi, force,

@@ -10,11 +10,13 @@ import io
 import json
 import math
 import sys
+from dataclasses import dataclass
 
 from rich.console import Console
 from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 from ..metric_registry import METRIC_DEFINITIONS, METRIC_NAMES, METRICS
 
@@ -124,54 +126,140 @@ def _plain(table: Table) -> Table:
     return out
 
 
-def metrics_table(metrics: dict, *, title: str | None = None, intervals: dict | None = None) -> Table:
-    """The metrics: name, value, [interval], definition (the definition gives way on narrow consoles).
+@dataclass(frozen=True)
+class Column:
+    """A column of a report table, for :func:`render_rows`.
 
-    ``title`` is plain text (file names may hold Rich markup such as ``[bold]``: escaped)."""
-    table = FittedTable(title=plain(title), title_justify="left", show_edge=False, pad_edge=False)
-    table.optional_column = "definition"
-    table.add_column("metric", style="bold", no_wrap=True)
-    table.add_column("value", justify="right", no_wrap=True)
-    if intervals:
-        table.add_column("interval", justify="right", no_wrap=True)
-    table.add_column("definition", style="dim")
-    for name in shown_metrics(metrics):
-        row = [PRETTY_NAMES[name], format_value(name, metrics[name])]
-        if intervals:
-            ci = intervals.get(name)
-            row.append(
-                f"[{format_value(name, ci['low'])}, {format_value(name, ci['high'])}]" if ci else ""
-            )
-        row.append(escape(METRIC_DEFINITIONS[name]))
-        table.add_row(*row)
+    ``header``: its heading (a newline breaks the line on a terminal; a space in Markdown);
+    ``justify``: left, right or center (also Markdown's alignment); ``style``: Rich style of its
+    cells; ``optional``: gives way on a narrow terminal (see :class:`FittedTable`);
+    ``markdown=False``: terminal only (e.g. a bar of ``█``).
+    """
+
+    header: str
+    justify: str = "right"
+    style: str | None = None
+    no_wrap: bool = False
+    optional: bool = False
+    markdown: bool = True
+
+
+_MARKDOWN_ALIGN = {"left": "---", "right": "---:", "center": ":---:"}
+
+
+def render_rows(fmt: str, columns: list[Column], rows, *, title: str | None = None):
+    """Rows + columns → the report in ``fmt``: a Rich table ("table"), or Markdown or CSV text.
+
+    The one table renderer of the CLI (eval's metrics and bins, temperature's Pre/Post table,
+    compare's differences). A cell is a ``str`` shown literally (never Rich markup), a Rich
+    ``Text`` (styled on a terminal, plain in Markdown), or for CSV any value (``str()``; numbers
+    formatted by the caller, e.g. :func:`csv_number`). ``title``: plain text above the table
+    (bold in Markdown; CSV has none).
+    """
+    rows = [list(row) for row in rows]
+    if fmt == "csv":
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow([c.header for c in columns])
+        writer.writerows(rows)
+        return buffer.getvalue()
+    if fmt == "markdown":
+        keep = [i for i, c in enumerate(columns) if c.markdown]
+
+        def line(cells) -> str:
+            return "| " + " | ".join(str(cells[i]).replace("\n", " ").replace("|", "\\|") for i in keep) + " |"
+
+        lines = [f"**{title}**", ""] if title else []
+        lines.append(line([c.header for c in columns]))
+        lines.append("|" + "".join(_MARKDOWN_ALIGN[columns[i].justify] + "|" for i in keep))
+        lines += [line([_plain_text(cell) for cell in row]) for row in rows]
+        return "\n".join(lines) + "\n"
+    optional = [c.header for c in columns if c.optional]
+    table = (FittedTable if optional else Table)(title=plain(title), title_justify="left", show_edge=False, pad_edge=False)
+    if optional:
+        table.optional_column = optional[0]
+    for c in columns:
+        table.add_column(c.header, justify=c.justify, style=c.style, no_wrap=c.no_wrap)
+    for row in rows:
+        table.add_row(*(cell if isinstance(cell, Text) else Text(str(cell)) for cell in row))
     return table
 
 
-def bins_table(rows: list[dict], *, title: str, first_closed: bool = True) -> Table:
-    table = Table(title=plain(title), title_justify="left", show_edge=False, pad_edge=False)
-    for col, justify in (("bin", "left"), ("count", "right"), ("confidence", "right"), ("accuracy", "right"), ("gap", "right")):
-        table.add_column(col, justify=justify)
-    table.add_column("", justify="left")
+def _plain_text(cell) -> str:
+    return cell.plain if isinstance(cell, Text) else str(cell)
+
+
+def interval_text(name: str, interval: dict | None) -> str:
+    """``[low, high]`` in the metric's format ("" without an interval)."""
+    if not interval:
+        return ""
+    return f"[{format_value(name, interval['low'])}, {format_value(name, interval['high'])}]"
+
+
+def _metrics_rows(metrics: dict, intervals: dict | None, names) -> list[list]:
+    rows = []
+    for name in names:
+        row = [PRETTY_NAMES[name], format_value(name, metrics[name])]
+        if intervals:
+            row.append(interval_text(name, intervals.get(name)))
+        rows.append([*row, METRIC_DEFINITIONS[name]])
+    return rows
+
+
+def _metrics_columns(intervals: dict | None) -> list[Column]:
+    return [
+        Column("metric", justify="left", style="bold", no_wrap=True),
+        Column("value", no_wrap=True),
+        *([Column("interval", no_wrap=True)] if intervals else []),
+        Column("definition", justify="left", style="dim", optional=True),
+    ]
+
+
+def metrics_table(metrics: dict, *, title: str | None = None, intervals: dict | None = None) -> Table:
+    """The metrics: name, value, [interval], definition (the definition gives way on narrow consoles).
+
+    ``title`` is plain text (file names may hold Rich markup such as ``[bold]``: shown literally)."""
+    rows = _metrics_rows(metrics, intervals, shown_metrics(metrics))
+    return render_rows("table", _metrics_columns(intervals), rows, title=title)
+
+
+def _bins_rows(rows: list[dict], first_closed: bool) -> list[list]:
+    """The per-bin rows of the terminal and Markdown tables: span, count, confidence, accuracy, gap
+    (coloured: red over-confident, blue under-confident) and, on a terminal, a bar of the bin's share."""
     total = sum(r["count"] for r in rows) or 1
+    out = []
     for i, r in enumerate(rows):
         opening = "[" if (i == 0 and first_closed) else "("
-        span = escape(f"{opening}{r['lower']:.3f}, {r['upper']:.3f}]")
+        span = f"{opening}{r['lower']:.3f}, {r['upper']:.3f}]"
         if r["count"] == 0:
-            table.add_row(span, "0", "", "", "", "", style="dim")
+            out.append([Text(span, style="dim"), Text("0", style="dim"), "", "", "", ""])
             continue
         gap = r["gap"]
-        colour = "red" if gap > 0 else "blue"
-        verdict = "over" if gap > 0 else "under"
+        colour, verdict = ("red", "over") if gap > 0 else ("blue", "under")
         share = "█" * max(1, round(20 * r["count"] / total))
-        table.add_row(
+        out.append([
             span,
             str(r["count"]),
             f"{r['mean_confidence']:.4f}",
             f"{r['accuracy']:.4f}",
-            f"[{colour}]{gap:+.4f}[/{colour}]",
-            f"[dim]{share}[/dim] {verdict if abs(gap) > 0 else ''}",
-        )
-    return table
+            Text(f"{gap:+.4f}", style=colour),
+            Text.assemble((share, "dim"), f" {verdict if abs(gap) > 0 else ''}"),
+        ])
+    return out
+
+
+_BINS_COLUMNS = [
+    Column("bin", justify="left"),
+    Column("count"),
+    Column("confidence"),
+    Column("accuracy"),
+    Column("gap"),
+    Column("", justify="left", markdown=False),
+]
+
+
+def bins_table(rows: list[dict], *, title: str, first_closed: bool = True) -> Table:
+    return render_rows("table", _BINS_COLUMNS, _bins_rows(rows, first_closed), title=title)
 
 
 def plain(text: str | None) -> str | None:
@@ -245,16 +333,16 @@ def csv_number(value) -> str:
 
 def metrics_csv(metrics: dict, *, intervals: dict | None = None) -> str:
     """One row per metric; with ``intervals`` (name → {"low", "high"}), ``low`` and ``high`` columns."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["metric", "value", *(("low", "high") if intervals else ()), "definition"])
+    columns = [Column("metric"), Column("value"), *((Column("low"), Column("high")) if intervals else ()),
+               Column("definition")]
+    rows = []
     for name in METRIC_NAMES:
         row = [name, csv_number(metrics[name])]
         if intervals:
             ci = intervals.get(name)
             row += [csv_number(ci["low"]), csv_number(ci["high"])] if ci else ["", ""]
-        writer.writerow([*row, METRIC_DEFINITIONS[name]])
-    return buffer.getvalue()
+        rows.append([*row, METRIC_DEFINITIONS[name]])
+    return render_rows("csv", columns, rows)
 
 
 BIN_CSV_COLUMNS = ("bin", "lower", "upper", "count", "mean_confidence", "accuracy", "gap")
@@ -263,45 +351,19 @@ BIN_CSV_COLUMNS = ("bin", "lower", "upper", "count", "mean_confidence", "accurac
 def bins_csv(rows: list[dict]) -> str:
     """The per-bin table, one row per bin (``BinStats.to_rows()``): index, edges, count, mean
     confidence, accuracy and gap = confidence − accuracy (empty cells for an empty bin)."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(BIN_CSV_COLUMNS)
-    for i, r in enumerate(rows):
-        writer.writerow([i, *(csv_number(r[c]) for c in BIN_CSV_COLUMNS[1:3]), r["count"],
-                         *(csv_number(r[c]) for c in BIN_CSV_COLUMNS[4:])])
-    return buffer.getvalue()
+    out = [[i, *(csv_number(r[c]) for c in BIN_CSV_COLUMNS[1:3]), r["count"],
+            *(csv_number(r[c]) for c in BIN_CSV_COLUMNS[4:])] for i, r in enumerate(rows)]
+    return render_rows("csv", [Column(c) for c in BIN_CSV_COLUMNS], out)
 
 
 def metrics_markdown(metrics: dict, *, heading: str | None = None, intervals: dict | None = None) -> str:
-    lines = [f"**{heading}**", ""] if heading else []
-    if intervals:
-        lines += ["| metric | value | interval | definition |", "|---|---:|---:|---|"]
-    else:
-        lines += ["| metric | value | definition |", "|---|---:|---|"]
-    for name in shown_metrics(metrics):
-        definition = METRIC_DEFINITIONS[name].replace("|", "\\|")
-        cells = [PRETTY_NAMES[name], format_value(name, metrics[name])]
-        if intervals:
-            ci = intervals.get(name)
-            cells.append(f"[{format_value(name, ci['low'])}, {format_value(name, ci['high'])}]" if ci else "")
-        lines.append("| " + " | ".join([*cells, definition]) + " |")
-    return "\n".join(lines) + "\n"
+    rows = _metrics_rows(metrics, intervals, shown_metrics(metrics))
+    return render_rows("markdown", _metrics_columns(intervals), rows, title=heading)
 
 
 def bins_markdown(rows: list[dict], *, heading: str | None = None, first_closed: bool = True) -> str:
     """The per-bin table as Markdown: the rows of the terminal's reliability table."""
-    lines = [f"**{heading}**", ""] if heading else []
-    lines += ["| bin | count | confidence | accuracy | gap |", "|---|---:|---:|---:|---:|"]
-    for i, r in enumerate(rows):
-        opening = "[" if (i == 0 and first_closed) else "("
-        span = f"{opening}{r['lower']:.3f}, {r['upper']:.3f}]"
-        if r["count"] == 0:
-            lines.append(f"| {span} | 0 | | | |")
-            continue
-        lines.append(
-            f"| {span} | {r['count']} | {r['mean_confidence']:.4f} | {r['accuracy']:.4f} | {r['gap']:+.4f} |"
-        )
-    return "\n".join(lines) + "\n"
+    return render_rows("markdown", _BINS_COLUMNS, _bins_rows(rows, first_closed), title=heading)
 
 
 def emit(text: str, output: str | None, force: bool) -> None:
@@ -316,10 +378,26 @@ def emit(text: str, output: str | None, force: bool) -> None:
             sys.stdout.write(text)
 
 
+def write_report(rendered, output: str | None, force: bool) -> None:
+    """A rendered report (text, or Rich tables) to ``output`` or, when None, stdout: text as it
+    is, tables drawn on the terminal or written as plain text to a file."""
+    if isinstance(rendered, str):
+        emit(rendered, output, force)
+        return
+    tables = rendered if isinstance(rendered, list) else [rendered]
+    if output:
+        emit(tables_to_text(tables), output, force)
+    else:
+        render_tables(stdout_console(), tables)
+
+
 def warn(messages) -> None:
+    """``Warning: ...`` on stderr for each message, remedies worded as flags (:mod:`.hints`)."""
+    from .hints import cli_text
+
     console = stderr_console()
     for message in messages:
-        console.print(f"[yellow]Warning:[/yellow] {plain(message)}", soft_wrap=True)
+        console.print(f"[yellow]Warning:[/yellow] {plain(cli_text(message))}", soft_wrap=True)
 
 
 @contextlib.contextmanager

@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import csv
-import io
-import sys
-
 import click
 
 from .._version import __version__
@@ -18,28 +13,12 @@ from ..metrics import METRIC_NAMES
 from ..predictions import as_predictions
 from ..temperature import DEFAULT_GRID, OBJECTIVES, SEARCHES, fit_temperature, parse_grid
 from . import render
-from .options import Outputs, binning_options, output_options
+from .hints import cli_text
+from .options import Outputs, binning_options, output_options, plot_option, probs_option
 
 DEFAULT_GRID_TEXT = ":".join(f"{v:g}" for v in DEFAULT_GRID)
 #: what `--plot` calls each search in the figure's title (from the calibrator registry)
 PLOT_TITLES = {search: spec.title for cls in CALIBRATORS.values() for search, spec in cls.searches.items()}
-
-
-@contextlib.contextmanager
-def _progress(description: str):
-    """A Rich progress bar on stderr (only on a terminal); yields the core's progress callback."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    from rich.progress import Progress
-
-    with Progress(console=render.stderr_console(), transient=True) as bar:
-        task = bar.add_task(description, total=None)
-
-        def update(done: int, total: int | None) -> None:
-            bar.update(task, completed=done, total=total)
-
-        yield update
 
 
 def _load_set(scores: str, labels: str, input_kind: str):
@@ -78,60 +57,35 @@ def temperature_payload(fit, sets: dict, inputs: dict, input_kind: str, warnings
     }
 
 
-def _columns(fit, sets: dict) -> list[tuple[str, dict]]:
+def _report(fmt: str, fit, sets: dict, title: str):
+    """The Pre/Post table in ``fmt`` (a Rich table, Markdown or CSV; JSON is the payload).
+
+    Columns: per set, the metrics before and after. Table and Markdown show the metrics of
+    ``calib eval``'s table; CSV has every metric (15 significant digits, as every CSV of calib),
+    then one row per parameter of the map: the identity before (T = 1, …), the fit after, exact
+    (``repr``: read back, they give the same map)."""
+    if fmt == "csv":
+        columns = [render.Column("metric")]
+        columns += [render.Column(f"{name}_{when}") for name in sets for when in ("before", "after")]
+        rows = [
+            [name, *(render.csv_number(r.metrics[name]) for pair in sets.values() for r in pair)]
+            for name in METRIC_NAMES
+        ]
+        identity = type(fit.calibrator).identity(fit.k)
+        before = dict(identity.parameter_rows()) if identity is not None else {}
+        for name, value in fit.calibrator.parameter_rows():
+            cells = ["" if before.get(name) is None else repr(before[name]), repr(value)]
+            rows.append([name, *(cells * len(sets))])
+        return render.render_rows("csv", columns, rows)
     post = f"Post T ({fit.temperature:.4g})" if fit.temperature is not None else f"Post {fit.label}"
-    columns = []
+    columns = [render.Column("metric", justify="left", style="bold")]
+    reports = []
     for name, (before, after) in sets.items():
-        columns.append((f"{name}\nPre T", before.metrics))
-        columns.append((f"{name}\n{post}", after.metrics))
-    return columns
-
-
-def _shown(columns) -> list[str]:
-    return [m for m in METRIC_NAMES if any(metrics.get(m) is not None for _, metrics in columns)]
-
-
-def _table(fit, sets: dict, title: str):
-    from rich.table import Table
-
-    columns = _columns(fit, sets)
-    table = Table(title=render.plain(title), title_justify="left", show_edge=False, pad_edge=False)
-    table.add_column("metric", style="bold")
-    for header, _ in columns:
-        table.add_column(header, justify="right")
-    for name in _shown(columns):
-        table.add_row(render.PRETTY_NAMES[name], *(render.format_value(name, m.get(name)) for _, m in columns))
-    return table
-
-
-def _csv(fit, sets: dict) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["metric", *(f"{name}_{when}" for name in sets for when in ("before", "after"))])
-    for name in METRIC_NAMES:
-        row = [name]
-        for before, after in sets.values():
-            for metrics in (before.metrics, after.metrics):
-                value = metrics[name]
-                row.append("" if value is None else repr(float(value)))
-        writer.writerow(row)
-    # then the calibration map's parameters: the identity before (T = 1, …), the fitted values after
-    identity = type(fit.calibrator).identity(fit.k)
-    before = dict(identity.parameter_rows()) if identity is not None else {}
-    for name, value in fit.calibrator.parameter_rows():
-        cells = ["" if before.get(name) is None else repr(before[name]), repr(value)]
-        writer.writerow([name, *(cells * len(sets))])
-    return buffer.getvalue()
-
-
-def _markdown(fit, sets: dict, title: str) -> str:
-    columns = _columns(fit, sets)
-    lines = [f"**{title}**", "", "| metric | " + " | ".join(h.replace("\n", " ") for h, _ in columns) + " |"]
-    lines.append("|---|" + "---:|" * len(columns))
-    for name in _shown(columns):
-        cells = " | ".join(render.format_value(name, m.get(name)) for _, m in columns)
-        lines.append(f"| {render.PRETTY_NAMES[name]} | {cells} |")
-    return "\n".join(lines) + "\n"
+        columns += [render.Column(f"{name}\nPre T"), render.Column(f"{name}\n{post}")]
+        reports += [before, after]
+    shown = [m for m in METRIC_NAMES if any(r.metrics.get(m) is not None for r in reports)]
+    rows = [[render.PRETTY_NAMES[m], *(render.format_value(m, r.metrics.get(m)) for r in reports)] for m in shown]
+    return render.render_rows(fmt, columns, rows, title=title)
 
 
 def _title(fit, val_scores: str) -> str:
@@ -178,22 +132,17 @@ def _title(fit, val_scores: str) -> str:
     default=None,
     help="A held-out test set: report its metrics before/after the fitted T too.",
 )
-@click.option(
-    "--probs",
-    "input_kind",
-    flag_value="probs",
-    default="logits",
-    help="Scores are probabilities: fitted through log p (a probability of 0 stays 0 at every T).",
-)
+@probs_option("Scores are probabilities: fitted through log p (a probability of 0 stays 0 at every T).")
 @output_options(
     output_help="Write the report to FILE ('-': stdout; t.json: reusable as `calib eval --temperature t.json`)."
 )
 @click.option("--save-logits", metavar="FILE.npy",
               help="Save the calibrated scores (the test set's if --test, else the fitting set's) as .npy: "
               "logits, or probabilities with --probs.")
-@click.option("--plot", "plot_path", metavar="FILE",
-              help="Draw the reliability diagrams before / after side by side (test set if --test, else the "
-              "fitting set) to FILE (.png, .svg, .pdf).")
+@plot_option(
+    "Draw the reliability diagrams before / after side by side (test set if --test, else the "
+    "fitting set) to FILE (.png, .svg, .pdf)."
+)
 @click.pass_context
 def temperature_command(
     ctx, val_scores, val_labels, search, objective, grid_text, n_bins, compat, test, input_kind, fmt, output,
@@ -234,7 +183,7 @@ def temperature_command(
             )
         test_loaded = (test_array, test_predictions)
 
-    with _progress(f"{search} search") as progress:
+    with render.progress_bar(f"{search} search") as progress:
         fit = fit_temperature(
             val_predictions.scores,
             val_predictions.labels,
@@ -249,7 +198,7 @@ def temperature_command(
             labels_name=val_labels,
         )
 
-    warnings = list(fit.warnings)
+    warnings = [cli_text(w) for w in fit.warnings]  # remedies as flags, in the JSON too
     fit_before, fit_after, saved = _before_after(fit, val_array, val_predictions, input_kind, n_bins, compat, val_scores)
     sets = {"fit": (fit_before, fit_after)}
     inputs = {"fit": {"scores": val_scores, "labels": val_labels, "n": fit.n, "k": fit.k}}
@@ -265,24 +214,9 @@ def temperature_command(
     payload = temperature_payload(fit, sets, inputs, input_kind, warnings)
     title = _title(fit, val_scores)
     render.warn(warnings)
-    if fmt == "json":
-        text = render.to_json(payload)
-    elif fmt == "csv":
-        text = _csv(fit, sets)
-    elif fmt == "markdown":
-        text = _markdown(fit, sets, title)
-    else:
-        text = None
-    if text is None:
-        table = _table(fit, sets, title)
-        if output:
-            render.emit(render.tables_to_text([table]), output, force)
-        else:
-            render.render_tables(render.stdout_console(), [table])
-    else:
-        render.emit(text, output, force)
-        if output:
-            render.render_tables(render.stdout_console(), [_table(fit, sets, title)])
+    render.write_report(render.to_json(payload) if fmt == "json" else _report(fmt, fit, sets, title), output, force)
+    if output and fmt != "table":  # the table still goes to the screen
+        render.write_report(_report("table", fit, sets, title), None, force)
 
     if plot_path:
         from ..plots import ReliabilityDiagram, comparison_figure, escape_mathtext, save_figure
