@@ -46,6 +46,17 @@ class Predictions:
         """Row slices of at most ``elements`` score values each (at least one row)."""
         yield from row_chunks(self.n, self.k, elements)
 
+    def with_scores(self, scores: np.ndarray, *, scores_name: str = "scores") -> "Predictions":
+        """The same (validated) labels with new scores of the same kind and shape as the original input,
+        e.g. calibrated ones: only the new scores are checked (a 1-D binary vector becomes two columns)."""
+        scores = scores if isinstance(scores, np.ndarray) else np.asarray(scores)
+        _check_scores(scores, scores_name, self.input_kind)
+        if scores.ndim == 1:
+            scores = _binary_columns(scores, self.input_kind)
+        if scores.shape != self.scores.shape:
+            raise InputError(f"{scores_name}: shape {scores.shape} does not match the labels' data {self.scores.shape}")
+        return Predictions(scores=scores, labels=self.labels, input_kind=self.input_kind)
+
 
 def row_chunks(n: int, k: int, elements: int | None = None) -> Iterator[slice]:
     """Row slices of at most ``elements`` (default ``_CHUNK_ELEMENTS``) values each, at least one row."""
@@ -187,9 +198,16 @@ def as_predictions(
     K < 2, NaN/Inf, probabilities that are negative or whose rows don't sum to 1, labels that are
     not whole numbers, out of range or of a different N than the scores, and scores and labels that
     look given in the wrong order (1-D whole numbers as scores, a 2-D float non-one-hot array as labels).
+
+    Already validated :class:`Predictions` (with ``labels`` None) are returned as they are: data are
+    validated once, however many computations use them.
     """
     if isinstance(input_kind, bool) or input_kind not in INPUT_KINDS:
         raise InputError(f"Expected `input_kind` to be one of {INPUT_KINDS}, but got {input_kind!r}")
+    if isinstance(scores, Predictions) and labels is None:
+        if scores.input_kind != input_kind:
+            raise InputError(f"{scores_name}: validated as {scores.input_kind}, but used as {input_kind}")
+        return scores
     scores = scores if isinstance(scores, np.ndarray) else np.asarray(scores)
     labels = labels if isinstance(labels, np.ndarray) else np.asarray(labels)
     _check_not_swapped(scores, labels, scores_name, labels_name)

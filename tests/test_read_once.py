@@ -1,5 +1,7 @@
 """Each command validates and summarises its data once (issue 14): counted with a profile hook, so the
-count does not depend on how a module imports the functions."""
+count does not depend on how a module imports the functions. A data set's validation is its label
+check (``_check_labels``, run only where a set is validated); calibrated scores are new scores and get a
+score check of their own."""
 
 from __future__ import annotations
 
@@ -10,10 +12,10 @@ import numpy as np
 import pytest
 
 from calibrate_cli.cli import cli
-from calibrate_cli.predictions import as_predictions
+from calibrate_cli.predictions import _check_labels, _check_scores
 from calibrate_cli.summary import summarize
 
-WATCHED = {as_predictions.__code__: "as_predictions", summarize.__code__: "summarize"}
+WATCHED = {_check_labels.__code__: "validate", _check_scores.__code__: "check_scores", summarize.__code__: "summarize"}
 
 
 def _count_calls(runner, args) -> Counter:
@@ -49,13 +51,13 @@ def files(tmp_path):
 
 def test_eval_with_bootstrap_validates_and_summarises_once(runner, files):
     calls = _count_calls(runner, ["eval", *files["test"], "--bootstrap", "40", "--format", "json"])
-    assert calls == Counter(as_predictions=1, summarize=1)
+    assert calls == Counter(validate=1, check_scores=1, summarize=1)
 
 
 def test_eval_with_bca_bootstrap_validates_once(runner, files):
     """The jackknife behind BCa recomputes on subsets of the validated data, never validating again."""
     calls = _count_calls(runner, ["eval", *files["test"], "--bootstrap", "40", "--ci-method", "bca", "-f", "json"])
-    assert calls["as_predictions"] == 1
+    assert calls["validate"] == 1 and calls["check_scores"] == 1
 
 
 def test_compare_validates_and_summarises_each_model_once(runner, files):
@@ -63,4 +65,8 @@ def test_compare_validates_and_summarises_each_model_once(runner, files):
     b_logits = files["other"][0]
     np.save(b_logits, np.load(a_logits) * 1.5)  # the same samples, a sharper model
     calls = _count_calls(runner, ["compare", a_logits, labels, b_logits, labels, "--bootstrap", "40", "-f", "json"])
-    assert calls == Counter(as_predictions=2, summarize=2)
+    assert calls == Counter(validate=2, check_scores=2, summarize=2)
+def test_temperature_validates_each_set_once(runner, files):
+    calls = _count_calls(runner, ["temperature", *files["val"], "--test", *files["test"], "--format", "json"])
+    assert calls["validate"] == 2  # the fitting set and the test set, once each
+    assert calls["check_scores"] == 4  # each set as loaded, and its calibrated scores

@@ -29,10 +29,12 @@ def _load_set(scores: str, labels: str, input_kind: str):
 
 
 def _before_after(fit, score_array, predictions, input_kind, n_bins, compat, name):
+    """The set's reports before and after calibration, and its calibrated scores. The set was validated
+    when loaded; only the calibrated scores are checked (they are new)."""
     kwargs = dict(input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=name)
-    before = evaluate(predictions.scores, predictions.labels, **kwargs)
+    before = evaluate(predictions, None, **kwargs)
     after_scores = fit.apply(score_array, input_kind, scores_name=name)
-    after = evaluate(after_scores, predictions.labels, **kwargs)
+    after = evaluate(predictions.with_scores(after_scores, scores_name=name), None, **kwargs)
     return before, after, after_scores
 
 
@@ -185,8 +187,8 @@ def temperature_command(
 
     with render.progress_bar(f"{search} search") as progress:
         fit = fit_temperature(
-            val_predictions.scores,
-            val_predictions.labels,
+            val_predictions,  # validated when loaded
+            None,
             search=search,
             objective=objective,
             grid=grid,
