@@ -1,7 +1,16 @@
-# Its presence (with no tests/__init__.py) makes pytest's default "prepend" import mode put tests/ on
-# sys.path, so test modules can `from naive_reference import ...`.
+"""Shared fixtures. The tests mirror the package: tests/cli/ for the commands, tests/bootstrap/ for
+calibrate_cli/bootstrap/, the rest beside the module they test. pytest imports test modules by path
+(``--import-mode=importlib`` in pyproject.toml: cli/test_temperature.py and test_temperature.py can
+coexist), so tests/ is put on sys.path here for the shared helpers (``from naive_reference import ...``)."""
+
+import sys
+from pathlib import Path
 
 import pytest
+
+TESTS = Path(__file__).resolve().parent
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
 
 
 @pytest.fixture

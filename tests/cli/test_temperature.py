@@ -15,7 +15,7 @@ from calibrate_cli.io import load_temperature
 from calibrate_cli.probabilities import softmax
 from calibrate_cli.temperature import apply_temperature, fit_temperature
 
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
+REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference"
 
 
 def reference(name: str) -> str:

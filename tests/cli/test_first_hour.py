@@ -16,7 +16,7 @@ import pytest
 
 from calibrate_cli.cli import cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(runner, args, **kwargs):

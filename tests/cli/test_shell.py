@@ -21,7 +21,7 @@ from calibrate_cli.errors import InputError
 from calibrate_cli.gates import Gate, check_gates
 from calibrate_cli.temperature import fit_temperature
 
-PACKAGE = Path(__file__).resolve().parents[1] / "calibrate_cli"
+PACKAGE = Path(__file__).resolve().parents[2] / "calibrate_cli"
 #: core modules other branches are converting right now (their flag-naming messages are listed there)
 PENDING = {"io.py", "predictions.py", "bootstrap.py"}
 

@@ -28,7 +28,7 @@ from calibrate_cli.metrics import METRIC_NAMES, metrics_from_summary
 from calibrate_cli.predictions import as_predictions
 from calibrate_cli.summary import summarize
 
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
+REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference"
 
 
 def _engine(scores, labels, input_kind, n_bins):
