@@ -1,6 +1,6 @@
 """Benchmark (not a test): bootstrap intervals of 10^5 × 10 and 10^6 × 10 logits, 1000 resamples.
 
-Goals on the 2-core development machine (SPEC/issue 5): under 2 s for 10^5 and under 20 s for
+Goals on the 2-core development machine (issue 5): under 2 s for 10^5 and under 20 s for
 10^6. Reports the time for ECE alone and for every metric of ``calib eval``, separately for the
 one-off preparation (the summarize pass, sorting) and the resampling; and, for scale, a naive loop
 that resamples the arrays and recomputes the ECE (extrapolated from a few resamples).

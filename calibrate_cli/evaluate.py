@@ -1,4 +1,4 @@
-"""``evaluate``: every metric of SPEC §2 from one pass over the data — what ``calib eval`` reports."""
+"""``evaluate``: every metric of docs/metrics.md from one pass over the data — what ``calib eval`` reports."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""CI gates (SPEC §6): fail when a metric is above a threshold (ece above 0.02) or below one
+"""CI gates (docs/cli-contract.md): fail when a metric is above a threshold (ece above 0.02) or below one
 (accuracy below 0.9); the CLI sets them with ``--fail-above ece=0.02`` and ``--fail-below accuracy=0.9``.
 
 A gate fails when the gated value is above (``fail-above``) or below (``fail-below``) its
 threshold, or when the value is undefined (None/NaN: a gate that cannot be checked never passes).
 
-With bootstrap intervals, ``gated_on`` picks the value every gate compares (SPEC §6): ``"point"``
+With bootstrap intervals, ``gated_on`` picks the value every gate compares (docs/cli-contract.md): ``"point"``
 (the estimate, default), ``"upper"`` (the interval's upper end) or ``"lower"`` (its lower end).
 For ``--fail-above`` the upper end is strict (pass only when significantly below the threshold)
 and the lower end lenient (fail only when significantly above); for ``--fail-below`` the other

@@ -1,4 +1,4 @@
-"""Reliability diagrams (SPEC §5), in scikit-learn's Display pattern.
+"""Reliability diagrams (docs/plots.md), in scikit-learn's Display pattern.
 
 :meth:`ReliabilityDiagram.from_predictions` computes through the metrics core (validation by
 :func:`~calibrate_cli.predictions.as_predictions`, one pass by :func:`~calibrate_cli.summary.summarize`,

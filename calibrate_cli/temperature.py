@@ -1,4 +1,4 @@
-"""Temperature scaling and its family, as ``calib temperature`` fits them (SPEC §3).
+"""Temperature scaling and its family, as ``calib temperature`` fits them (docs/temperature.md).
 
 p(T) = softmax(logits / T): T > 1 softens the probabilities, T < 1 sharpens them; T never changes
 the argmax, so never the accuracy. :func:`fit_temperature` fits one calibration map on a validation
@@ -170,7 +170,7 @@ def fit_temperature(
     scores_name: str = "logits",
     labels_name: str = "labels",
 ) -> TemperatureFit:
-    """Fit a temperature (or Platt / vector scaling) on a validation set (SPEC §3).
+    """Fit a temperature (or Platt / vector scaling) on a validation set (docs/temperature.md).
 
     ``search``: "grid" (the paper: T on ``grid`` = (start, stop, step), default 0.1..10.0 by 0.1,
     minimising ``objective`` = "ece" (default), "adaece" or "nll"; ties → smallest T), "nll" (the

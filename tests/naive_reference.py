@@ -1,11 +1,11 @@
-"""Deliberately naive float64 reference implementation of the metrics of SPEC.md section 2.
+"""Deliberately naive float64 reference implementation of the metrics of docs/metrics.md.
 
 Written straight from the specification with plain Python loops (per sample, per bin) and the
 ``math`` module, so that it is an *independent* check of the vectorised package.  numpy is used
 only to load/convert arrays to Python lists, plus the single ``np.interp`` line that *is* the
 definition of the AdaECE edges, and the float32 arithmetic that the compat variants must emulate.
 
-Conventions (SPEC.md section 2):
+Conventions (docs/metrics.md):
   * ``probs``: list-of-lists or 2-D array of probabilities (N, K); ``labels``: ints of shape (N,).
   * Equal-width bins B_b = (b/M, (b+1)/M], edges computed as ``b / M`` in float64; a value of
     exactly 0 goes to bin 0, a value above 1 (float rounding) goes to the last bin.
@@ -159,7 +159,7 @@ def mce(probs, labels, n_bins=15):
 
 def adaece_edges(confs, n_bins=15):
     n = len(confs)
-    # The definition (SPEC §2 / reference code), the one numpy line allowed here.
+    # The definition (docs/metrics.md / reference code), the one numpy line allowed here.
     edges = np.interp(np.linspace(0, n, n_bins + 1), np.arange(n), np.sort(np.asarray(confs, dtype=np.float64)))
     return [float(e) for e in edges.tolist()]
 

@@ -1,4 +1,4 @@
-"""Metrics against hand calculations, the naive float64 loop in tests/, and the edge cases of SPEC §2."""
+"""Metrics against hand calculations, the naive float64 loop in tests/, and the edge cases of docs/metrics.md."""
 
 import math
 

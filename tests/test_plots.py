@@ -175,7 +175,7 @@ def test_quantile_bars_have_the_widths_of_the_equal_mass_edges():
     conf, correct = naive_top_label(logits, labels)
     srt = sorted(conf)
     n = len(conf)
-    # SPEC §2: e = interp(linspace(0, N, M + 1), arange(N), sort(conf)); bin 0 closed
+    # docs/metrics.md: e = interp(linspace(0, N, M + 1), arange(N), sort(conf)); bin 0 closed
     edges = [float(np.interp(n * j / m, range(n), srt)) for j in range(m + 1)]
     count, s_corr = [0] * m, [0.0] * m
     for c, ok in zip(conf, correct):

@@ -23,7 +23,7 @@ Method = Literal["basic", "percentile", "bca"]
 
 @dataclass(frozen=True)
 class ConfidenceInterval:
-    """A bootstrap interval [low, high] around the point estimate ``point`` (SPEC §4, §6).
+    """A bootstrap interval [low, high] around the point estimate ``point`` (docs/bootstrap.md).
 
     ``n_resamples`` counts the resamples on which the metric was defined (e.g. S99 accuracy is
     undefined on a resample without a confidence ≥ 0.99); usually all of them. ``bias`` is the

@@ -236,7 +236,7 @@ def gate_options(func):
 
 
 def bootstrap_options(default_resamples: int = 0):
-    """--bootstrap B, --ci-level, --ci-method, --seed (SPEC §4), --device."""
+    """--bootstrap B, --ci-level, --ci-method, --seed (docs/bootstrap.md), --device."""
 
     def decorate(func):
         func = click.option(
