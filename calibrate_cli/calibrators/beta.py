@@ -83,7 +83,7 @@ class BetaCalibration(Calibrator):
             warnings.append(f"beta calibration did not converge ({result.message})")
         self.a_, self.b_, self.c_ = (float(v) for v in result.x)
         self.k = 2
-        return FitInfo("nll", float(result.fun), at_identity, data.n, data.k,
+        return FitInfo(self.objectives[0], float(result.fun), at_identity, data.n, data.k,
                        {"iterations": int(result.nit)}, warnings=tuple(warnings))
 
     @property

@@ -71,7 +71,7 @@ class EnsembleTemperatureScaling(ProbabilityCalibrator):
         if fun(w)[0] > fun(w0)[0]:  # never worse than the temperature alone
             w = w0
         self.temperature_, self.weights_, self.k = float(t), w, data.k
-        return FitInfo("nll", nll_of(self._proba(z), data.labels), nll_of(probabilities_of(z), data.labels),
+        return FitInfo(self.objectives[0], nll_of(self._proba(z), data.labels), nll_of(probabilities_of(z), data.labels),
                        data.n, data.k, {**solver, "weight_iterations": int(result.nit)}, warnings=tuple(warnings))
 
     @property

@@ -75,7 +75,7 @@ class HistogramBinning(ProbabilityCalibrator):
             if progress is not None:
                 progress(k + 1, data.k)
         self.edges_, self.values_, self.k = edges, values, data.k
-        return FitInfo("nll", nll_of(self._proba(data.logits), data.labels), nll_of(p, data.labels),
+        return FitInfo(self.objectives[0], nll_of(self._proba(data.logits), data.labels), nll_of(p, data.labels),
                        data.n, data.k, {"bins": self.n_bins, "binning": self.binning})
 
     @property

@@ -63,7 +63,7 @@ class IsotonicCalibration(ProbabilityCalibrator):
             if progress is not None:
                 progress(k + 1, data.k)
         self.x_, self.y_, self.k = xs, ys, data.k
-        return FitInfo("nll", nll_of(self._proba(data.logits), data.labels), nll_of(p, data.labels), data.n, data.k,
+        return FitInfo(self.objectives[0], nll_of(self._proba(data.logits), data.labels), nll_of(p, data.labels), data.n, data.k,
                        {"breakpoints": [int(x.shape[0]) for x in xs]})
 
     @property

@@ -107,7 +107,7 @@ class MatrixScaling(Calibrator):
         if not np.all(np.isfinite(result.x)):
             raise InputError(f"{data.scores_name}: the {self.title} fit diverged (non-finite parameters)")
         self.w_, self.b_ = result.x[: k * k].reshape(k, k).copy(), result.x[k * k:].copy()
-        return FitInfo("nll", float(result.fun), at_identity, data.n, data.k,
+        return FitInfo(self.objectives[0], float(result.fun), at_identity, data.n, data.k,
                        {"iterations": int(result.nit), "calls": calls[0], "lambda": self.odir_lambda, "mu": self.odir_mu,
                         "regularised": True},
                        warnings=tuple(warnings))
