@@ -185,6 +185,10 @@ class Calibrator(ABC):
     name: ClassVar[str]
     searches: ClassVar[dict[str, Search]]
     objectives: ClassVar[tuple[str, ...]] = ("nll",)  # what its searches may minimise (first: default)
+    #: "logits": the map gives logits (a temperature, …); "probs": its natural output is probabilities
+    #: (histogram binning, isotonic, …), which may be exactly 0: ``apply`` then returns probabilities
+    output_kind: ClassVar[str] = "logits"
+    title: ClassVar[str] = ""  # a figure's title for it ("" : its searches' title)
 
     k: int | None = None  # the number of classes it was fitted on (None: any)
     fit_info_: FitInfo | None = None
@@ -257,8 +261,17 @@ class Calibrator(ABC):
     def _transform(self, z: np.ndarray) -> np.ndarray:
         """Calibrated logits of float64 logits ``z``: (N, K), or a 1-D vector of binary log-odds."""
 
+    def _proba(self, z: np.ndarray) -> np.ndarray:
+        """Calibrated probabilities (N, K) of float64 logits ``z`` (checked); a method whose output is
+        probabilities overrides this and defines ``_transform`` as log of it."""
+        z = self._transform(z)
+        return softmax(np.stack([np.zeros_like(z), z], axis=1) if z.ndim == 1 else z)
+
     def transform(self, logits, *, scores_name: str = "logits") -> np.ndarray:
         """Calibrated logits (float64). A 1-D vector of log-odds is a binary problem (K = 2)."""
+        return self._transform(self._checked(logits, scores_name))
+
+    def _checked(self, logits, scores_name: str) -> np.ndarray:
         if not self.is_fitted:
             raise InputError(f"this {type(self).__name__} is not fitted yet; call fit(scores, labels) first")
         z = np.asarray(logits, dtype=np.float64)
@@ -268,24 +281,34 @@ class Calibrator(ABC):
                 f"{scores_name}: {k if k > 0 else 'unknown'} classes (shape {z.shape}) but the calibration "
                 f"was fitted on K = {self.k}"
             )
-        return self._transform(z)
+        return z
 
     def predict_proba(self, logits, *, scores_name: str = "logits") -> np.ndarray:
         """Calibrated probabilities: softmax of :meth:`transform` ((N, K), float64)."""
-        z = self.transform(logits, scores_name=scores_name)
-        return softmax(np.stack([np.zeros_like(z), z], axis=1) if z.ndim == 1 else z)
+        return self._proba(self._checked(logits, scores_name))
+
+    def result_kind(self, input_kind: InputKind) -> InputKind:
+        """The kind of ``apply``'s result for scores of ``input_kind``: the same kind for a map that
+        gives logits, always "probs" for a method whose output is probabilities (``output_kind``)."""
+        return "probs" if self.output_kind == "probs" else input_kind
 
     def apply(
         self, scores, input_kind: InputKind = "logits", *, scores_name: str = "scores", validate: bool = True
     ) -> np.ndarray:
-        """``scores`` after calibration, of the same kind: logits in, logits out; probabilities in,
-        probabilities out (through log p, zeros staying exactly 0). The identity returns ``scores``
-        unchanged. ``validate``: check the scores first (the same errors as ``evaluate``)."""
+        """``scores`` after calibration, of the kind :meth:`result_kind` says: logits in, logits out;
+        probabilities in, probabilities out (through log p, zeros staying exactly 0) — except that a
+        method whose output is probabilities (``output_kind == "probs"``: histogram binning,
+        isotonic, …) always returns probabilities (N, K), whose zeros would be −inf as logits.
+        The identity returns ``scores`` unchanged. ``validate``: check the scores first (the same
+        errors as ``evaluate``)."""
         scores = scores if isinstance(scores, np.ndarray) else np.asarray(scores)
         if validate:
             _check_scores(scores, scores_name, input_kind)
         if self.is_identity:
             return scores
+        if self.output_kind == "probs":
+            z = probabilities_to_logits(scores) if input_kind == "probs" else scores
+            return self.predict_proba(z, scores_name=scores_name)
         if input_kind == "probs":
             return softmax(self.transform(probabilities_to_logits(scores), scores_name=scores_name))
         return self.transform(scores, scores_name=scores_name)
@@ -345,3 +368,41 @@ class Calibrator(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.label if self.is_fitted else 'not fitted'})"
+
+
+# ---------------------------------------------------------------------------------------------
+# Methods whose output is probabilities (histogram binning, isotonic regression, ensemble TS, …)
+
+
+def probabilities_of(z: np.ndarray) -> np.ndarray:
+    """softmax of float64 logits (N, K), or of the binary logits [0, s] for a 1-D vector s."""
+    z = np.asarray(z, dtype=np.float64)
+    return softmax(np.stack([np.zeros_like(z), z], axis=1) if z.ndim == 1 else z)
+
+
+def renormalise(q: np.ndarray) -> np.ndarray:
+    """Rows of non-negative ``q`` divided by their sums (one-vs-rest outputs → a distribution);
+    a row of zeros (every class judged impossible) becomes the uniform 1/K."""
+    total = q.sum(axis=1, keepdims=True)
+    return np.where(total > 0, q / np.where(total > 0, total, 1.0), 1.0 / q.shape[1])
+
+
+class ProbabilityCalibrator(Calibrator):
+    """A method whose natural output is probabilities q (N, K): it implements ``_proba(z)``;
+    ``transform`` gives log q (a 0 becomes −inf, never clipped) and ``apply`` returns q itself."""
+
+    output_kind: ClassVar[str] = "probs"
+    searches: ClassVar[dict[str, Search]] = {}  # fitted by `calib fit --method NAME`, not `calib temperature`
+
+    @abstractmethod
+    def _proba(self, z: np.ndarray) -> np.ndarray: ...
+
+    def _transform(self, z: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore"):
+            return np.log(self._proba(z))
+
+
+def nll_of(q: np.ndarray, labels: np.ndarray) -> float:
+    """Mean −log q_{i,y_i} of probabilities ``q`` (inf when a true class gets probability 0)."""
+    with np.errstate(divide="ignore"):
+        return float(-np.mean(np.log(q[np.arange(q.shape[0]), labels])))

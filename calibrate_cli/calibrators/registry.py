@@ -12,6 +12,11 @@ from typing import Any
 
 from ..errors import InputError
 from .base import Calibrator
+from .beta import BetaCalibration
+from .ensemble import EnsembleTemperatureScaling
+from .histogram import EqualMassHistogramBinning, HistogramBinning
+from .isotonic import IsotonicCalibration
+from .matrix import DirichletCalibration, MatrixScaling
 from .platt import PlattScaling
 from .temperature import TemperatureScaling, check_temperature
 from .vector import VectorScaling
@@ -22,6 +27,18 @@ __all__ = ["CALIBRATORS", "SEARCHES", "calibrator_for_search", "fit", "from_dict
 CALIBRATORS: dict[str, type[Calibrator]] = {
     cls.name: cls for cls in (TemperatureScaling, PlattScaling, VectorScaling)
 }
+#: the methods that `calib fit` added (one line each: the class)
+CALIBRATORS.update({
+    cls.name: cls for cls in (
+        HistogramBinning,
+        EqualMassHistogramBinning,
+        IsotonicCalibration,
+        BetaCalibration,
+        MatrixScaling,
+        DirichletCalibration,
+        EnsembleTemperatureScaling,
+    )
+})
 
 #: ``calib temperature --search`` values → the method that fits them
 _SEARCH_METHODS = {search: cls for cls in CALIBRATORS.values() for search in cls.searches}

@@ -177,6 +177,7 @@ def cli() -> None:
       calib eval logits.npy labels.npy --format json --output metrics.json
       calib eval logits.npy labels.npy --fail-above ece=0.02   # exit 1 in CI when miscalibrated
       calib temperature val_logits.npy val_labels.npy --test test_logits.npy test_labels.npy
+      calib fit val_logits.npy val_labels.npy --method all --test test_logits.npy test_labels.npy
       calib eval logits.npy labels.npy --bootstrap 1000          # intervals on every metric
       calib compare base.npy labels.npy focal.npy labels.npy     # paired B − A with intervals
       calib plot logits.npy labels.npy -o reliability.png
@@ -200,11 +201,13 @@ def _examples_last(command: click.Command) -> click.Command:
 def _register() -> None:
     from .compare import compare_command
     from .eval import eval_command
+    from .fit import fit_command
     from .plot import plot_command
     from .temperature import temperature_command
 
     cli.add_command(eval_command)
     cli.add_command(temperature_command)
+    cli.add_command(fit_command)
     cli.add_command(plot_command)
     cli.add_command(compare_command)
     for command in (cli, *cli.commands.values()):

@@ -172,6 +172,7 @@ def eval_command(
     score_array, label_array, labels_name = load_inputs(scores, labels, label_col)
     if calibrator is not None:
         score_array = calibrator.apply(score_array, input_kind, scores_name=scores)
+        input_kind = calibrator.result_kind(input_kind)  # histogram binning, isotonic, …: probabilities
     with render.progress_bar(
         "bootstrap", enabled=n_resamples * len(label_array) > PROGRESS_MIN_WORK
     ) as progress:  # the data are validated and summarised once, for the metrics and their intervals

@@ -171,14 +171,15 @@ def plot_command(
             title=title or names_[0], overlay=overlay, scores_name=scores, labels_name=labels_name,
         )
     elif calibrator is not None:  # any other map: the same two diagrams, on the calibrated logits
-        def diagram(s_arr, label):
+        def diagram(s_arr, label, kind=input_kind):
             return ReliabilityDiagram.from_predictions(
                 s_arr, label_array, strategy=strategy, label=label, scores_name=scores, labels_name=labels_name,
-                **common,
+                **{**common, "input_kind": kind},
             )
 
         before = diagram(score_array, "Before")  # validates the scores first
-        diagrams = [before, diagram(calibrator.transform(score_array, scores_name=scores), f"After: {calibrator.label}")]
+        after = calibrator.apply(score_array, input_kind, scores_name=scores, validate=False)
+        diagrams = [before, diagram(after, f"After: {calibrator.label}", calibrator.result_kind(input_kind))]
         fig = (overlay_figure if overlay else comparison_figure)(diagrams, title=title or names_[0])
     else:
         diagrams = [

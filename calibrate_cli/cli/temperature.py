@@ -28,13 +28,21 @@ def _load_set(scores: str, labels: str, input_kind: str):
     return score_array, predictions
 
 
-def _before_after(fit, score_array, predictions, input_kind, n_bins, compat, name):
+def _before_after(fit, score_array, predictions, input_kind, n_bins, compat, name, **bootstrap):
     """The set's reports before and after calibration, and its calibrated scores. The set was validated
-    when loaded; only the calibrated scores are checked (they are new)."""
-    kwargs = dict(input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=name)
+    when loaded; only the calibrated scores are checked (they are new). A method whose output is
+    probabilities (``calibrator.result_kind``) is evaluated as probabilities. ``bootstrap``: the
+    keywords of :func:`~calibrate_cli.evaluate.evaluate` for intervals (``bootstrap=B``, …)."""
+    kwargs = dict(input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=name, **bootstrap)
     before = evaluate(predictions, None, **kwargs)
     after_scores = fit.apply(score_array, input_kind, scores_name=name)
-    after = evaluate(predictions.with_scores(after_scores, scores_name=name), None, **kwargs)
+    calibrator = getattr(fit, "calibrator", fit)
+    after_kind = calibrator.result_kind(input_kind)
+    if after_kind == input_kind:
+        after_predictions = predictions.with_scores(after_scores, scores_name=name)
+    else:  # probabilities from logits: checked as probabilities
+        after_predictions = as_predictions(after_scores, predictions.labels, after_kind, scores_name=name)
+    after = evaluate(after_predictions, None, **{**kwargs, "input_kind": after_kind})
     return before, after, after_scores
 
 
@@ -60,6 +68,12 @@ def temperature_payload(fit, sets: dict, inputs: dict, input_kind: str, warnings
 
 
 def _report(fmt: str, fit, sets: dict, title: str):
+    """The Pre/Post table of ``calib temperature`` (:func:`prepost_report`)."""
+    post = f"Post T ({fit.temperature:.4g})" if fit.temperature is not None else f"Post {fit.label}"
+    return prepost_report(fmt, fit.calibrator, sets, title, post)
+
+
+def prepost_report(fmt: str, calibrator, sets: dict, title: str, post: str):
     """The Pre/Post table in ``fmt`` (a Rich table, Markdown or CSV; JSON is the payload).
 
     Columns: per set, the metrics before and after. Table and Markdown show the metrics of
@@ -73,13 +87,12 @@ def _report(fmt: str, fit, sets: dict, title: str):
             [name, *(render.csv_number(r.metrics[name]) for pair in sets.values() for r in pair)]
             for name in METRIC_NAMES
         ]
-        identity = type(fit.calibrator).identity(fit.k)
+        identity = type(calibrator).identity(calibrator.k)
         before = dict(identity.parameter_rows()) if identity is not None else {}
-        for name, value in fit.calibrator.parameter_rows():
+        for name, value in calibrator.parameter_rows():
             cells = ["" if before.get(name) is None else repr(before[name]), repr(value)]
             rows.append([name, *(cells * len(sets))])
         return render.render_rows("csv", columns, rows)
-    post = f"Post T ({fit.temperature:.4g})" if fit.temperature is not None else f"Post {fit.label}"
     columns = [render.Column("metric", justify="left", style="bold")]
     reports = []
     for name, (before, after) in sets.items():
