@@ -25,7 +25,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..probabilities import softmax
 from .base import Calibrator, FitData, FitInfo, Progress, json_number, json_numbers
 
 __all__ = ["DEFAULT_ODIR", "DirichletCalibration", "MatrixScaling", "odir_objective"]

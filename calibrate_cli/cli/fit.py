@@ -126,7 +126,6 @@ def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_bi
     inputs = {"fit": {"scores": val_scores, "labels": val_labels, "n": val_predictions.n, "k": val_predictions.k}}
     if test_loaded:
         inputs["test"] = {"scores": test[0], "labels": test[1], "n": test_loaded[1].n, "k": test_loaded[1].k}
-    common = dict(input_kind=input_kind, n_bins=n_bins, compat=compat)
 
     if method != "all":
         with render.progress_bar(f"{method} fit") as progress:
