@@ -14,7 +14,7 @@ from calibrate_cli.calibrators import fit, load_calibrator
 from calibrate_cli.cli import cli
 from calibrate_cli.cli.render import json_ready
 
-SAMPLE = Path(__file__).resolve().parents[1] / "sample_data"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
 VAL = [str(SAMPLE / "val_logits.npy"), str(SAMPLE / "val_labels.npy")]
 TEST = [str(SAMPLE / "test_logits.npy"), str(SAMPLE / "test_labels.npy")]
 
