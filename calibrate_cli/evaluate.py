@@ -96,7 +96,7 @@ def evaluate(
     """
     compat = check_compat(compat)
     predictions = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name)
-    summary = summarize(predictions, n_bins=n_bins, compat=compat, classwise=True)
+    summary = summarize(predictions, n_bins=n_bins, compat=compat, classwise=True, scores_name=scores_name)
     width = equal_width_bins(summary.confidences, summary.correct, n_bins, compat=compat)
     mass = equal_mass_bins(summary.confidences, summary.correct, n_bins, compat=compat)
     metrics = metrics_from_summary(summary, n_bins, width=width, mass=mass)

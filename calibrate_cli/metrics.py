@@ -92,7 +92,11 @@ def equal_mass_bins(
 
 
 def _mean(x: np.ndarray) -> float:
-    return float(np.mean(x, dtype=np.float64))
+    with np.errstate(over="ignore"):
+        mean = float(np.mean(x, dtype=np.float64))
+    if math.isinf(mean) and np.isfinite(x).all():  # the sum overflowed (values near 1e308): mean of x / N
+        mean = float(np.sum(np.asarray(x, dtype=np.float64) / x.shape[0]))
+    return mean
 
 
 def _s99(summary: PredictionSummary) -> tuple[float, float]:

@@ -33,7 +33,7 @@ import numpy as np
 from .errors import InputError
 from .metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins
 from .parallel import map_chunks
-from .predictions import InputKind, _check_scores, as_predictions, row_chunks
+from .predictions import InputKind, _check_scores, as_predictions, check_nll_range, check_scaled_range, row_chunks
 from .probabilities import softmax
 from .summary import check_compat
 
@@ -76,9 +76,12 @@ def check_temperature(temperature: float) -> float:
     return t
 
 
-def apply_temperature(logits: np.ndarray, temperature: float) -> np.ndarray:
-    """Scaled logits ``logits / T`` in float64 (softmax of them is p(T))."""
-    return np.asarray(logits, dtype=np.float64) / check_temperature(temperature)
+def apply_temperature(logits: np.ndarray, temperature: float, *, scores_name: str = "logits") -> np.ndarray:
+    """Scaled logits ``logits / T`` in float64 (softmax of them is p(T)); a T so small that they
+    overflow is refused (:func:`~calibrate_cli.predictions.check_scaled_range`)."""
+    t = check_temperature(temperature)
+    check_scaled_range(logits, t, scores_name=scores_name)
+    return np.asarray(logits, dtype=np.float64) / t
 
 
 def probabilities_to_logits(probs: np.ndarray) -> np.ndarray:
@@ -108,8 +111,8 @@ def scale_scores(
     if t == 1.0:
         return scores
     if input_kind == "probs":
-        return softmax(probabilities_to_logits(scores) / t)
-    return apply_temperature(scores, t)
+        return softmax(apply_temperature(probabilities_to_logits(scores), t, scores_name=scores_name))
+    return apply_temperature(scores, t, scores_name=scores_name)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -121,8 +124,8 @@ def _decimal(value, what: str) -> Decimal:
         d = Decimal(value if isinstance(value, str) else repr(float(value)))
     except (InvalidOperation, TypeError, ValueError):
         raise InputError(f"grid {what} must be a number, got {value!r}") from None
-    if not d.is_finite():
-        raise InputError(f"grid {what} must be finite, got {value!r}")
+    if not d.is_finite() or not math.isfinite(float(d)):
+        raise InputError(f"grid {what} must be finite (a float: |x| < 1.8e308), got {value}")
     return d
 
 
@@ -151,7 +154,10 @@ def parse_grid(text: str) -> tuple[str, str, str]:
     if len(parts) != 3 or not all(p.strip() for p in parts):
         raise InputError(f"--grid must be START:STOP:STEP (e.g. 0.1:10:0.1), got {text!r}")
     start, stop, step = (p.strip() for p in parts)
-    temperature_grid(start, stop, step)
+    try:
+        temperature_grid(start, stop, step)
+    except InputError as exc:
+        raise InputError(f"--grid {text}: {exc}") from None
     return start, stop, step
 
 
@@ -558,7 +564,7 @@ class TemperatureFit:
         if self.search == "vector":
             zz = np.stack([np.zeros_like(z), z], axis=1) if z.ndim == 1 else z
             return zz * np.asarray(self.parameters["w"]) + np.asarray(self.parameters["b"])
-        return apply_temperature(z, self.temperature)
+        return apply_temperature(z, self.temperature, scores_name=scores_name)
 
     def apply(self, scores: np.ndarray, input_kind: InputKind = "logits", *, scores_name: str = "scores") -> np.ndarray:
         """``scores`` after calibration, of the same kind: logits in, logits out; probabilities in,
@@ -642,9 +648,16 @@ def fit_temperature(
     curve = None
     temperature = None
 
+    if objective == "nll" and search in ("grid", "nll"):
+        t_min = float(temps.min()) if search == "grid" else NLL_TEMPERATURE_BOUNDS[0]
+        check_nll_range(data.logits, t_min, scores_name=scores_name)
     if search == "grid":
         if objective == "nll":
             _require_finite_true_class(data, "an NLL objective")
+        check_scaled_range(
+            data.logits, float(temps.min()), scores_name=scores_name, dtype=np.float32 if compat else np.float64,
+            why=f" (compat mode {compat} computes in float32)" if compat else "",
+        )
         values = _grid_objectives(data, temps, objective, n_bins, compat, progress)
         best = int(np.argmin(values))  # first minimum: ties go to the smallest T
         temperature = float(temps[best])

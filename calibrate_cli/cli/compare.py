@@ -12,7 +12,7 @@ from rich.table import Table
 from .._version import __version__
 from ..bootstrap import DEFAULT_N_RESAMPLES
 from . import render
-from .options import binning_options, bootstrap_options, check_device_use, load_inputs, output_options
+from .options import binning_options, bootstrap_options, check_device_use, csv_options, load_inputs, output_options
 
 PROGRESS_MIN_WORK = 10_000_000
 
@@ -95,6 +95,7 @@ def comparison_markdown(comparison) -> str:
     help="Both score files hold probabilities instead of logits.",
 )
 @binning_options
+@csv_options
 @bootstrap_options(DEFAULT_N_RESAMPLES)
 @output_options
 def compare_command(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..io import load_labels, load_scores, load_temperature, split_source
+from ..io import load_temperature, split_source
 from ..metrics import DEFAULT_N_BINS
 from ..plots import DEFAULT_DPI, STRATEGIES, MAX_CLASSWISE_CLASSES, check_figure_path
 from . import render
@@ -111,7 +111,7 @@ def plot_command(
     sources = [scores] + [pair[0] for pair in compare]
     model_names(sources, names)  # checks the --name count early
     score_array, label_array, labels_name = load_inputs(scores, labels, label_col)
-    others = [(load_scores(s)[0], load_labels(l), s, l) for s, l in compare]
+    others = [(*load_inputs(s, l, None)[:2], s, l) for s, l in compare]
     names_ = model_names(sources, names)
     common = dict(input_kind=input_kind, n_bins=n_bins)
 

@@ -13,12 +13,12 @@ import click
 from .._version import __version__
 from ..errors import InputError, OutputError
 from ..evaluate import conventions, evaluate
-from ..io import load_labels, load_scores, write_array
+from ..io import write_array
 from ..metrics import METRIC_NAMES
 from ..predictions import as_predictions
 from ..temperature import DEFAULT_GRID, OBJECTIVES, SEARCHES, fit_temperature, parse_grid
 from . import render
-from .options import FORMATS, binning_options
+from .options import FORMATS, binning_options, csv_options, load_inputs
 
 SUFFIX_FORMATS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
 DEFAULT_GRID_TEXT = ":".join(f"{v:g}" for v in DEFAULT_GRID)
@@ -48,8 +48,7 @@ def _progress(description: str):
 
 
 def _load_set(scores: str, labels: str, input_kind: str):
-    score_array, _ = load_scores(scores)
-    label_array = load_labels(labels)
+    score_array, label_array, _ = load_inputs(scores, labels, None)
     predictions = as_predictions(score_array, label_array, input_kind, scores_name=scores, labels_name=labels)
     return score_array, predictions
 
@@ -170,6 +169,7 @@ def _title(fit, val_scores: str) -> str:
     help="Temperatures of the grid search: START, START+STEP, ... ≤ STOP (T > 0).",
 )
 @binning_options
+@csv_options
 @click.option(
     "--test",
     nargs=2,
