@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import tracemalloc
+import warnings
 
 import numpy as np
 import pytest
@@ -14,6 +15,9 @@ import pytest
 import calibrate_cli as calib
 from calibrate_cli.cli import cli
 from calibrate_cli.errors import InputError
+
+# a numpy/torch warning would reach the user raw, before the error line: make it fail the test
+pytestmark = pytest.mark.filterwarnings("error")
 
 
 def run(runner, *args, env=None):
@@ -258,3 +262,16 @@ def test_pickled_pt_says_what_to_do_in_one_whole_sentence(runner, files):
     for name in ("obj.pt", "raw.pt"):
         line = one_line_error(run(runner, "eval", folder / name, folder / "y.npy"), name, "never unpickles", "torch.save")
         assert "two options" not in line and line.rstrip().endswith(")")  # before: torch's text cut mid-sentence
+
+
+def test_logits_near_the_float64_limit_print_no_raw_warning(runner, files):
+    folder, logits, labels = files
+    big = logits / np.abs(logits).max() * 1.7e308  # x − max x overflows to −inf for some entries
+    np.save(folder / "edge.npy", big)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a RuntimeWarning would be printed raw by the CLI
+        result = run(runner, "eval", folder / "edge.npy", folder / "y.npy", "-f", "json")
+    assert result.exit_code == 0 and "RuntimeWarning" not in result.stderr, result.stderr
+    assert json.loads(result.stdout)["metrics"]["accuracy"] == pytest.approx(
+        np.mean(big.argmax(axis=1) == labels), abs=0
+    )
