@@ -27,6 +27,8 @@ from .errors import InputError
 
 __all__ = [
     "BinStats",
+    "SparseBinStats",
+    "MAX_N_BINS",
     "uniform_edges",
     "torch_linspace_edges",
     "equal_mass_edges",
@@ -35,9 +37,19 @@ __all__ = [
 ]
 
 
+#: the most bins calib computes. Papers use 10–20; with M bins and N samples at least M − N bins
+#: are empty and the per-bin accuracies are mostly 0 or 1, so far fewer are meaningful. The bound
+#: keeps memory and time (and the per-bin table) proportional to the input.
+MAX_N_BINS = 1000
+
+
 def _check_n_bins(n_bins: int) -> int:
     if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
         raise InputError(f"Expected `n_bins` to be an integer larger than 0, but got {n_bins!r}")
+    if n_bins > MAX_N_BINS:
+        raise InputError(
+            f"{n_bins} bins is more than calib computes (at most {MAX_N_BINS}); ECE is usually measured with 10–20"
+        )
     return int(n_bins)
 
 
@@ -199,6 +211,55 @@ class BinStats:
             }
             for b in range(self.n_bins)
         ]
+
+
+@dataclass(frozen=True)
+class SparseBinStats:
+    """Stacked per-class statistics (K classes × M bins) kept only where a bin holds samples.
+
+    The classwise statistics of K classes × M bins have at most min(K·M, N·K) non-empty cells; when
+    K·M is far larger (many classes, few samples, many bins) the dense arrays would dwarf the input.
+    ``keys`` are the sorted flat indices k·M + b of the non-empty cells; ``count``/``sum_conf``/
+    ``sum_correct`` build the dense (K, M) arrays on demand (as :class:`BinStats` holds them).
+    """
+
+    edges: np.ndarray
+    n: int
+    n_classes: int
+    keys: np.ndarray
+    counts: np.ndarray
+    sums_conf: np.ndarray
+    sums_correct: np.ndarray
+
+    @property
+    def n_bins(self) -> int:
+        return int(np.asarray(self.edges).shape[0] - 1)
+
+    def _dense(self, values: np.ndarray, dtype=np.float64) -> np.ndarray:
+        out = np.zeros(self.n_classes * self.n_bins, dtype=dtype)
+        out[self.keys] = values
+        return out.reshape(self.n_classes, self.n_bins)
+
+    @property
+    def count(self) -> np.ndarray:
+        return self._dense(self.counts, dtype=np.int64)
+
+    @property
+    def sum_conf(self) -> np.ndarray:
+        return self._dense(self.sums_conf)
+
+    @property
+    def sum_correct(self) -> np.ndarray:
+        return self._dense(self.sums_correct)
+
+    def to_dense(self) -> BinStats:
+        return BinStats(edges=self.edges, count=self.count, sum_conf=self.sum_conf, sum_correct=self.sum_correct, n=self.n)
+
+    def calibration_error(self) -> np.ndarray:
+        """Per-class ECE_k = (1/N) Σ_b |Σcorrect_kb − Σconf_kb| over the non-empty cells, in time and
+        memory ∝ their number (equal to :meth:`BinStats.calibration_error` up to the order of the sum)."""
+        gaps = np.abs(self.sums_correct - self.sums_conf)
+        return np.bincount(self.keys // self.n_bins, weights=gaps, minlength=self.n_classes) / self.n
 
 
 def bin_statistics(

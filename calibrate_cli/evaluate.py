@@ -41,7 +41,8 @@ def summarize_data(
     summary pass (:func:`~calibrate_cli.summary.summarize`, with the classwise statistics)."""
     compat = check_compat(compat)
     predictions = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name)
-    return SummarizedData(predictions, summarize(predictions, n_bins=n_bins, compat=compat, classwise=True))
+    summary = summarize(predictions, n_bins=n_bins, compat=compat, classwise=True, scores_name=scores_name)
+    return SummarizedData(predictions, summary)
 
 
 def conventions(compat: str | None) -> dict[str, str]:

@@ -11,20 +11,31 @@ from __future__ import annotations
 
 import csv
 import errno
+import fnmatch
 import json
+import math
 import os
+import re
+import stat
+import warnings
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import BinaryIO, Callable, Sequence
 
 import numpy as np
 
 from .errors import InputError, OutputError
+from .predictions import with_stored_precision
 
 __all__ = [
     "load_array",
     "load_scores",
     "load_labels",
+    "read_scores",
+    "ScoresFile",
+    "AmbiguousHeaderError",
+    "CsvCellError",
     "load_temperature",
     "write_text",
     "write_array",
@@ -41,12 +52,22 @@ MMAP_THRESHOLD_BYTES = 256 << 20
 _NPY_MAGIC = b"\x93NUMPY"
 
 
+_KEYED_SPLIT = re.compile(r"^(.*?\.(?:npz|pt|pth)):(.*)$", re.IGNORECASE | re.DOTALL)
+
+
 def split_source(source: str | os.PathLike) -> tuple[Path, str | None]:
-    """``"run.npz:logits"`` → (Path("run.npz"), "logits"); keys only follow .npz/.pt/.pth."""
+    """``"run.npz:logits"`` → (Path("run.npz"), "logits"); keys only follow .npz/.pt/.pth.
+
+    The key starts after the first ``.npz:``/``.pt:``/``.pth:`` (so ``run.npz::x`` is the key
+    ``":x"`` and ``run.npz:`` the empty key, both reported as bad keys of ``run.npz``), unless
+    the whole text names an existing file.
+    """
     text = os.fspath(source)
-    head, sep, key = text.rpartition(":")
-    if sep and head.lower().endswith(_KEYED) and key and "/" not in key and "\\" not in key:
-        return Path(head), key
+    match = _KEYED_SPLIT.match(text)
+    if match and not Path(text).exists():
+        head, key = match.group(1), match.group(2)
+        if "/" not in key and "\\" not in key:
+            return Path(head), key
     return Path(text), None
 
 
@@ -56,12 +77,59 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _check_readable(path: Path, label: str) -> None:
-    if not path.exists():
-        raise InputError(f"{label}: no such file")
-    if path.is_dir():
+    """A regular, readable file (a FIFO or a device would block or never end: refused)."""
+    if not os.fspath(label).strip():
+        raise InputError("'': empty file name")
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"{label}: no such file") from None
+    except OSError as exc:
+        raise InputError(f"{label}: cannot read ({_one_line(exc)})") from None
+    if stat.S_ISDIR(info.st_mode):
         raise InputError(f"{label}: is a directory, expected a file")
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"{label}: not a regular file (a FIFO, socket or device); save the array to a file")
     if not os.access(path, os.R_OK):
         raise InputError(f"{label}: permission denied")
+
+
+def _npy_header(f: BinaryIO, label: str, size: int, what: str = "file") -> tuple[tuple, np.dtype]:
+    """Read a .npy header from ``f`` and check that the data it declares fits in ``size`` bytes."""
+    from numpy.lib import format as npy_format
+
+    try:
+        version = npy_format.read_magic(f)
+        if version == (1, 0):
+            shape, _, dtype = npy_format.read_array_header_1_0(f)
+        elif version == (2, 0):
+            shape, _, dtype = npy_format.read_array_header_2_0(f)
+        else:
+            from numpy.lib import _format_impl
+
+            shape, _, dtype = _format_impl._read_array_header(f, version)
+    except MemoryError:
+        raise
+    except Exception as exc:  # a mangled header: numpy's parser raises ValueError, TokenError, SyntaxError, ...
+        raise InputError(f"{label}: not a valid .npy {what} (bad header: {type(exc).__name__}: {_one_line(exc)})") from None
+    if dtype.hasobject:
+        raise InputError(f"{label}: holds Python objects (pickled), which calib never loads")
+    declared = math.prod(shape) * dtype.itemsize
+    available = size - f.tell()
+    if declared > available:
+        raise InputError(
+            f"{label}: the .npy header declares shape {tuple(shape)} of {dtype} ({_size(declared)}), "
+            f"but the {what} holds only {_size(max(available, 0))} of data: truncated or corrupt"
+        )
+    return shape, dtype
+
+
+def _size(n: int) -> str:
+    for unit in ("bytes", "KB", "MB", "GB", "TB", "PB"):
+        if n < 1000 or unit == "PB":
+            return f"{n:.3g} {unit}" if unit != "bytes" else f"{n} bytes"
+        n /= 1000
+    return f"{n:.3g} PB"  # pragma: no cover
 
 
 def _load_npy(path: Path, label: str) -> np.ndarray:
@@ -71,7 +139,10 @@ def _load_npy(path: Path, label: str) -> np.ndarray:
         if head[:1] == b"\x80":
             raise InputError(f"{label}: contains a pickled object, which calib never loads; save arrays with np.save")
         raise InputError(f"{label}: not a .npy file (bad header)")
-    mmap = "r" if path.stat().st_size > MMAP_THRESHOLD_BYTES else None
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        _npy_header(f, label, size)
+    mmap = "r" if size > MMAP_THRESHOLD_BYTES else None
     try:
         return np.load(path, mmap_mode=mmap, allow_pickle=False)
     except ValueError as exc:
@@ -86,15 +157,24 @@ def _load_npy(path: Path, label: str) -> np.ndarray:
         raise InputError(f"{label}: corrupt .npy header ({type(exc).__name__}: {_one_line(exc)})") from None
 
 
+def _names(keys: Sequence[str], limit: int = 12) -> str:
+    if not keys:
+        return "none"
+    shown = ", ".join(keys[:limit])
+    return shown + (f", … ({len(keys) - limit} more)" if len(keys) > limit else "")
+
+
 def _pick_key(mapping_keys: list[str], key: str | None, label: str, path: Path) -> str:
     if key is None:
         if len(mapping_keys) == 1:
             return mapping_keys[0]
-        names = ", ".join(mapping_keys) or "none"
-        raise InputError(f"{label}: holds several arrays ({names}); name one as {path}:KEY")
+        if not mapping_keys:
+            raise InputError(f"{label}: holds no arrays")
+        raise InputError(f"{label}: holds several arrays ({_names(mapping_keys)}); name one as {path}:KEY")
+    if key == "":
+        raise InputError(f"{label}: no key after ':' (found: {_names(mapping_keys)}); name one as {path}:KEY")
     if key not in mapping_keys:
-        names = ", ".join(mapping_keys) or "none"
-        raise InputError(f"{label}: no array named {key!r} (found: {names})")
+        raise InputError(f"{label}: no array named {key!r} (found: {_names(mapping_keys)})")
     return key
 
 
@@ -102,6 +182,10 @@ def _load_npz(path: Path, key: str | None, label: str) -> np.ndarray:
     try:
         with np.load(path, allow_pickle=False) as archive:
             name = _pick_key(list(archive.files), key, label, path)
+            member = name if name in archive.zip.namelist() else name + ".npy"
+            size = archive.zip.getinfo(member).file_size
+            with archive.zip.open(member) as f:
+                _npy_header(f, label, size, what=f"member {name!r}")
             return np.asarray(archive[name])
     except InputError:
         raise
@@ -113,6 +197,29 @@ def _load_npz(path: Path, key: str | None, label: str) -> np.ndarray:
         raise InputError(f"{label}: truncated or corrupt .npz file ({_one_line(exc)})") from None
 
 
+_PICKLED_PT = (
+    "holds pickled Python objects, and calib never unpickles (it reads .pt files with "
+    "torch.load(weights_only=True)); re-save the outputs as tensors: torch.save(logits_tensor, 'logits.pt') "
+    "or a dict of tensors, safetensors, or np.save('logits.npy', array)"
+)
+
+
+def _tensor_leaves(obj, torch, prefix: str = "") -> list:
+    """(dotted name, tensor) of every tensor in nested dicts / lists / tuples ("model.logits", "outputs.0")."""
+    if isinstance(obj, torch.Tensor):
+        return [(prefix, obj)]
+    if isinstance(obj, dict):
+        items = ((str(k), v) for k, v in obj.items())
+    elif isinstance(obj, (list, tuple)):
+        items = ((str(i), v) for i, v in enumerate(obj))
+    else:
+        return []
+    out = []
+    for name, value in items:
+        out += _tensor_leaves(value, torch, f"{prefix}.{name}" if prefix else name)
+    return out
+
+
 def _load_torch(path: Path, key: str | None, label: str) -> np.ndarray:
     try:
         import torch
@@ -122,57 +229,144 @@ def _load_torch(path: Path, key: str | None, label: str) -> np.ndarray:
             "(the pinned version; an unpinned torch pulls a multi-GB CUDA build), or save the arrays with np.save"
         ) from None
     try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch warns about pickle protocols before refusing
+            obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises UnpicklingError, RuntimeError, EOFError, ... for bad files
         text = _one_line(exc)
-        if "weights_only" in text or "Unsupported global" in text or "GLOBAL" in text:
-            raise InputError(
-                f"{label}: holds objects other than tensors; calib loads only tensors (weights_only=True)"
-            ) from None
+        if (
+            "weights_only" in text.lower().replace(" ", "_")
+            or "Unsupported global" in text
+            or "GLOBAL" in text
+            or type(exc).__name__ == "UnpicklingError"
+        ):
+            raise InputError(f"{label}: {_PICKLED_PT}") from None
         raise InputError(f"{label}: cannot read as a torch file ({text})") from None
-    if isinstance(obj, dict):
-        tensors = {str(k): v for k, v in obj.items() if isinstance(v, torch.Tensor)}
-        obj = tensors[_pick_key(list(tensors), key, label, path)]
-    elif key is not None:
-        raise InputError(f"{label}: holds a single tensor, not a dict; drop ':{key}'")
-    if not isinstance(obj, torch.Tensor):
-        raise InputError(f"{label}: expected a tensor or a dict of tensors, got {type(obj).__name__}")
-    tensor = obj.detach().cpu()
-    if tensor.dtype in (torch.bfloat16, torch.float16):
-        tensor = tensor.float()
-    return tensor.numpy()
-
-
-def _parse_float(cell: str, label: str, line: int) -> float:
+    if isinstance(obj, torch.Tensor):
+        if key is not None:
+            raise InputError(f"{label}: holds a single tensor, not a dict; drop ':{key}'")
+        tensor = obj
+    else:
+        leaves = dict(_tensor_leaves(obj, torch))
+        if not leaves:
+            raise InputError(f"{label}: expected a tensor or a dict of tensors, got {type(obj).__name__} with no tensors")
+        tensor = leaves[_pick_key(list(leaves), key, label, path)]
+    tensor = tensor.detach().cpu()
+    if tensor.layout != torch.strided or tensor.is_quantized:
+        raise InputError(f"{label}: holds a sparse or quantised tensor; save a dense one (tensor.to_dense())")
+    if tensor.dtype == torch.bfloat16:
+        # numpy has no bfloat16: widen to float32 exactly, remembering the stored precision
+        return with_stored_precision(tensor.float().numpy(), eps=float(torch.finfo(torch.bfloat16).eps))
+    if tensor.dtype.is_complex:
+        raise InputError(f"{label}: holds complex numbers ({tensor.dtype}); scores must be real")
     try:
-        return float(cell)
+        return tensor.numpy()
+    except (TypeError, RuntimeError) as exc:  # e.g. float8 dtypes numpy cannot hold
+        raise InputError(f"{label}: tensor dtype {tensor.dtype} cannot be read ({_one_line(exc)}); save float32") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# CSV
+
+
+class AmbiguousHeaderError(InputError):
+    """The first row of a CSV file could be a header or a row of data; the caller must say which."""
+
+
+class CsvCellError(InputError):
+    """A CSV cell that must be a number is not (e.g. an id column among the score columns);
+    ``named`` tells whether the file has a header (so that columns can be picked by name)."""
+
+    def __init__(self, message: str, *, named: bool = False) -> None:
+        super().__init__(message)
+        self.named = named
+
+
+@dataclass(frozen=True)
+class _CsvTable:
+    """A CSV file as text: the header's names (None without a header), the data rows, and the
+    line number of each data row in the file (1-based; blank lines are skipped but counted)."""
+
+    names: list[str] | None
+    rows: list[list[str]]
+    lines: list[int]
+
+    @property
+    def width(self) -> int:
+        return len(self.names) if self.names is not None else len(self.rows[0]) if self.rows else 0
+
+    def column_name(self, index: int) -> str:
+        return repr(self.names[index]) if self.names is not None else str(index)
+
+
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
     except ValueError:
-        raise InputError(f"{label}: line {line}: {cell.strip()!r} is not a number") from None
+        return False
+    return True
 
 
-def _read_csv(path: Path, label: str) -> tuple[list[str] | None, np.ndarray]:
+def _first_row_is_header(cells: list[str], label: str, line: int, n_rows: int, expected_rows: int | None) -> bool:
+    """Header detection: names only → header; numbers only → data; anything else is ambiguous.
+
+    A row of the integers 0, 1, …, W−1 is also ambiguous: it is how pandas writes the header of
+    unnamed columns (``DataFrame(array).to_csv(index=False)``), and a plausible row of data. It is
+    settled only when ``expected_rows`` (the other input's N) fits one reading and not the other.
+    """
+    kinds = ["empty" if not c else "number" if _is_number(c) else "name" for c in cells]
+    if all(k == "name" for k in kinds):
+        return True
+    shown = ",".join(cells)
+    shown = shown if len(shown) <= 60 else shown[:57] + "…"
+    if all(k == "number" for k in kinds):
+        if cells != [str(i) for i in range(len(cells))] or n_rows == 1:
+            return False
+        if expected_rows is not None and expected_rows != n_rows and expected_rows == n_rows - 1:
+            return True
+        if expected_rows is not None and expected_rows == n_rows:
+            return False
+        raise AmbiguousHeaderError(
+            f"{label}: line {line}: cannot tell whether the first row {shown!r} is a header (as pandas writes "
+            f"column names) or data ({n_rows - 1} or {n_rows} samples)"
+        )
+    why = "has an empty cell" if "empty" in kinds else "mixes names and numbers"
+    raise AmbiguousHeaderError(
+        f"{label}: line {line}: cannot tell whether the first row {shown!r} is a header or data (it {why})"
+    )
+
+
+def _read_csv_table(
+    path: Path, label: str, header: bool | None = None, expected_rows: int | None = None
+) -> _CsvTable:
+    """Rows of text; ``header`` True/False says whether the first row is a header, None detects it."""
+    rows, lines = [], []
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:
-            rows = [row for row in csv.reader(f) if row and any(c.strip() for c in row)]
+            reader = csv.reader(f)
+            for row in reader:
+                if row and any(c.strip() for c in row):
+                    rows.append(row)
+                    lines.append(reader.line_num)
     except UnicodeDecodeError:
         raise InputError(f"{label}: not a text CSV file") from None
     except (OSError, csv.Error) as exc:
         raise InputError(f"{label}: cannot read CSV ({_one_line(exc)})") from None
     if not rows:
         raise InputError(f"{label}: empty CSV file (N = 0)")
-    header = None
-    try:
-        [float(c) for c in rows[0]]
-    except ValueError:
-        header, rows = [c.strip() for c in rows[0]], rows[1:]
-    width = len(header) if header else len(rows[0]) if rows else 0
-    values = np.empty((len(rows), width), dtype=np.float64)
-    first_line = 2 if header else 1
-    for i, row in enumerate(rows):
+    first = [c.strip() for c in rows[0]]
+    if header is None:
+        header = _first_row_is_header(first, label, lines[0], len(rows), expected_rows)
+    names = None
+    if header:
+        names, rows, lines = first, rows[1:], lines[1:]
+        if not rows:
+            raise InputError(f"{label}: a header row but no data (N = 0)")
+    width = len(names) if names is not None else len(rows[0])
+    for row, line in zip(rows, lines):
         if len(row) != width:
-            raise InputError(f"{label}: line {i + first_line} has {len(row)} columns, expected {width}")
-        values[i] = [_parse_float(c, label, i + first_line) for c in row]
-    return header, values
+            raise InputError(f"{label}: line {line} has {len(row)} columns, expected {width}")
+    return _CsvTable(names, rows, lines)
 
 
 def _column_index(header: list[str] | None, column: str, width: int, label: str) -> int:
@@ -186,6 +380,139 @@ def _column_index(header: list[str] | None, column: str, width: int, label: str)
     if not -width <= index < width:
         raise InputError(f"{label}: column {index} is out of range ({width} columns)")
     return index % width
+
+
+def _score_columns(table: _CsvTable, spec: str | None, exclude: int | None, label: str) -> list[int]:
+    """The score columns: all but ``exclude`` (the labels), or those ``spec`` names.
+
+    ``spec`` is a comma-separated list of column names, 0-based indices or glob patterns
+    (``p_*``; matched against the header, in file order)."""
+    width = table.width
+    if spec is None:
+        return [i for i in range(width) if i != exclude]
+    chosen: list[int] = []
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        if any(ch in part for ch in "*?["):
+            if table.names is None:
+                raise InputError(f"{label}: column pattern {part!r} needs a header row with column names")
+            hits = [i for i, name in enumerate(table.names) if fnmatch.fnmatchcase(name, part)]
+            if not hits:
+                raise InputError(f"{label}: no column matches {part!r} (columns: {_names(table.names)})")
+        else:
+            hits = [_column_index(table.names, part, width, label)]
+        chosen += [i for i in hits if i not in chosen]
+    if not chosen:
+        raise InputError(f"{label}: no score columns chosen by {spec!r}")
+    if exclude is not None and exclude in chosen:
+        raise InputError(f"{label}: column {table.column_name(exclude)} is both the labels and a score column")
+    return chosen
+
+
+def _numeric(table: _CsvTable, columns: list[int], label: str) -> np.ndarray:
+    values = np.empty((len(table.rows), len(columns)), dtype=np.float64)
+    for i, row in enumerate(table.rows):
+        try:
+            values[i] = [float(row[c]) for c in columns]
+        except ValueError:
+            c = next(c for c in columns if not _is_number(row[c]))
+            raise CsvCellError(
+                f"{label}: line {table.lines[i]}, column {table.column_name(c)}: {row[c].strip()!r} is not a number",
+                named=table.names is not None,
+            ) from None
+    return values
+
+
+def class_names_of(columns: Sequence[str]) -> list[str]:
+    """The class of each score column: its name without the prefix that every score column
+    shares up to an underscore (``p_cat, p_dog`` → ``cat, dog``; ``cat, dog`` stay)."""
+    columns = list(columns)
+    cut = os.path.commonprefix(columns).rfind("_") + 1 if len(columns) > 1 else 0
+    if cut and all(len(c) > cut for c in columns):
+        return [c[cut:] for c in columns]
+    return columns
+
+
+def _labels_from_cells(cells: list[str], lines: list[int], label: str, column: str, classes: Sequence[str] | None):
+    """Labels from text: numbers as they are (checked later), or class names mapped to class indices."""
+    for cell, line in zip(cells, lines):
+        if not cell:
+            raise InputError(f"{label}: line {line}: empty label in column {column}")
+    try:
+        return np.array([float(c) for c in cells], dtype=np.float64)
+    except ValueError:
+        pass
+    line, name = next((ln, c) for c, ln in zip(cells, lines) if not _is_number(c))
+    if classes is None:
+        raise InputError(
+            f"{label}: line {line}: label {name!r} is a name, but the score columns have no names to match it to; "
+            "give class indices 0..K−1, or name the score columns after the classes (p_<class> or <class>)"
+        )
+    short = class_names_of(classes)
+    lookup: dict[str, int] = {}
+    for i, names in enumerate(zip(classes, short)):
+        for text in names:
+            if lookup.setdefault(text, i) != i:
+                raise InputError(f"{label}: class name {text!r} names two score columns")
+    out = np.empty(len(cells), dtype=np.int64)
+    for i, (cell, line) in enumerate(zip(cells, lines)):
+        index = lookup.get(cell)
+        if index is None:
+            raise InputError(
+                f"{label}: line {line}: label {cell!r} is not a class (classes: {_names(short)}, "
+                "from the score columns' names, in their order)"
+            )
+        out[i] = index
+    return out
+
+
+@dataclass(frozen=True)
+class ScoresFile:
+    """What :func:`read_scores` found: the scores, the labels column (or None), and the classes'
+    names when the score columns have names (CSV with a header; used to read class-name labels)."""
+
+    scores: np.ndarray
+    labels: np.ndarray | None = None
+    class_names: tuple[str, ...] | None = None
+
+
+def read_scores(
+    source: str | os.PathLike,
+    *,
+    label_col: str | None = None,
+    score_cols: str | None = None,
+    header: bool | None = None,
+    expected_rows: int | None = None,
+) -> ScoresFile:
+    """Load scores, and with ``label_col`` (CSV: a column name or index) the labels column.
+
+    CSV options: ``score_cols`` picks the score columns (names, indices or globs such as ``p_*``,
+    comma-separated; other columns are ignored); ``header`` says whether the first row is a
+    header (None: detected, and an error when it cannot be told); ``expected_rows`` (the labels'
+    N, when known) settles a first row that could be either. Labels given as class names map to the
+    score columns' order (see :func:`class_names_of`).
+    """
+    path, _ = split_source(source)
+    label = os.fspath(source)
+    if path.suffix.lower() != ".csv":
+        if label_col is not None:
+            raise InputError(f"{label}: --label-col works with .csv files only")
+        if score_cols is not None:
+            raise InputError(f"{label}: score columns can be chosen in .csv files only")
+        return ScoresFile(load_array(source))
+    _check_readable(path, label)
+    table = _read_csv_table(path, label, header, expected_rows)
+    col = None if label_col is None else _column_index(table.names, label_col, table.width, label)
+    columns = _score_columns(table, score_cols, col, label)
+    scores = _numeric(table, columns, label)
+    classes = tuple(table.names[c] for c in columns) if table.names is not None else None
+    labels = None
+    if col is not None:
+        labels = _labels_from_cells(
+            [row[col].strip() for row in table.rows], table.lines, label, table.column_name(col), classes
+        )
+    return ScoresFile(scores[:, 0] if scores.shape[1] == 1 else scores, labels, classes)
 
 
 def load_array(source: str | os.PathLike) -> np.ndarray:
@@ -202,29 +529,38 @@ def load_array(source: str | os.PathLike) -> np.ndarray:
         return _load_npz(path, key, label)
     if suffix in (".pt", ".pth"):
         return _load_torch(path, key, label)
-    _, values = _read_csv(path, label)
+    table = _read_csv_table(path, label)
+    values = _numeric(table, list(range(table.width)), label)
     return values[:, 0] if values.shape[1] == 1 else values
 
 
 def load_scores(source: str | os.PathLike, *, label_col: str | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Load scores; with ``label_col`` (CSV only: a column name or index) also the labels column."""
-    if label_col is None:
-        return load_array(source), None
+    found = read_scores(source, label_col=label_col)
+    return found.scores, found.labels
+
+
+def load_labels(
+    source: str | os.PathLike,
+    *,
+    header: bool | None = None,
+    classes: Sequence[str] | None = None,
+    expected_rows: int | None = None,
+) -> np.ndarray:
+    """Load labels: (N,) integers or one-hot (N, K), from any supported file type.
+
+    A one-column CSV may hold class names, mapped to ``classes`` (the score columns' names, see
+    :func:`class_names_of`); ``header``/``expected_rows`` as in :func:`read_scores`."""
     path, _ = split_source(source)
     label = os.fspath(source)
     if path.suffix.lower() != ".csv":
-        raise InputError(f"{label}: --label-col works with .csv files only")
+        return load_array(source)
     _check_readable(path, label)
-    header, values = _read_csv(path, label)
-    col = _column_index(header, label_col, values.shape[1], label)
-    labels = values[:, col]
-    scores = np.delete(values, col, axis=1)
-    return (scores[:, 0] if scores.shape[1] == 1 else scores), labels
-
-
-def load_labels(source: str | os.PathLike) -> np.ndarray:
-    """Load labels: (N,) integers or one-hot (N, K), from any supported file type."""
-    return load_array(source)
+    table = _read_csv_table(path, label, header, expected_rows)
+    if table.width == 1:
+        cells = [row[0].strip() for row in table.rows]
+        return _labels_from_cells(cells, table.lines, label, table.column_name(0), classes)
+    return _numeric(table, list(range(table.width)), label)
 
 
 # ----------------------------------------------------------------------------------------- outputs

@@ -89,6 +89,9 @@ class MetricSums:
     s99_correct: np.ndarray | None = None
     classwise_gap: np.ndarray | None = None
     classwise_classes: np.ndarray | None = None
+    #: ``nll`` holds Σ (−log p / nll_scale): 1 normally; N when the plain sum would overflow float64
+    #: (logits near 1e308), so the mean stays finite and exact
+    nll_scale: float = 1.0
 
     @property
     def batch(self) -> int:
@@ -97,7 +100,7 @@ class MetricSums:
 
 #: sums of per-sample columns that the bootstrap computes together (all, or none)
 DENSE_SUMS = frozenset({"nll", "nll_inf", "brier", "top5", "s99", "s99_correct"})
-_SUM_FIELDS = frozenset(f.name for f in fields(MetricSums)) - {"n", "classwise_classes"}
+_SUM_FIELDS = frozenset(f.name for f in fields(MetricSums)) - {"n", "classwise_classes", "nll_scale"}
 
 
 @dataclass(frozen=True)
@@ -185,7 +188,8 @@ def _error(s: MetricSums) -> np.ndarray:
 
 
 def _nll(s: MetricSums) -> np.ndarray:
-    return np.where(s.nll_inf > 0, np.inf, s.nll / s.n)
+    mean = s.nll / s.n if s.nll_scale == 1.0 else s.nll * (s.nll_scale / s.n)
+    return np.where(s.nll_inf > 0, np.inf, mean)
 
 
 def _s99_accuracy(s: MetricSums) -> np.ndarray:

@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from .binning import BinStats, bin_statistics, equal_mass_edges, torch_linspace_edges, uniform_edges
+from .binning import BinStats, SparseBinStats, bin_statistics, equal_mass_edges, torch_linspace_edges, uniform_edges
 from .metric_registry import (
     METRIC_DEFINITIONS,
     METRIC_NAMES,
@@ -114,17 +114,30 @@ def summary_sums(
     infinite = ~np.isfinite(s.nll)
     gap = classes = None
     if s.classwise is not None and "classwise_gap" in needed:
-        gap = s.classwise.sum_correct - s.classwise.sum_conf
+        if isinstance(s.classwise, SparseBinStats):
+            # per class Σ_b |gap| (≥ 0) as one column, which |·| and Σ_b leave unchanged: memory ∝ the
+            # non-empty cells, not K × M (equal to the dense sum up to its order)
+            gap = (s.classwise.calibration_error() * s.n)[:, None]
+        else:
+            gap = s.classwise.sum_correct - s.classwise.sum_conf
         if s.compat:  # the reference code averages over classes 0..max(label)
             gap = gap[: int(s.labels.max()) + 1]
         gap = gap[None]
+    finite_nll = np.where(infinite, 0.0, s.nll) if infinite.any() else s.nll
+    nll_scale = 1.0
+    with np.errstate(over="ignore"):
+        nll_sum = np.sum(finite_nll, dtype=np.float64)
+    if math.isinf(nll_sum):  # finite terms whose sum overflows (logits near 1e308): sum them divided by N
+        nll_scale = float(s.n)
+        nll_sum = np.sum(np.asarray(finite_nll, dtype=np.float64) / nll_scale)
     return MetricSums(
         n=s.n,
         width=_batch_of_one(width),
         mass=None if mass is None else _batch_of_one(mass),
         correct=one(np.count_nonzero(s.correct)),
         conf=one(np.sum(s.confidences, dtype=np.float64)),
-        nll=one(np.sum(np.where(infinite, 0.0, s.nll) if infinite.any() else s.nll, dtype=np.float64)),
+        nll=one(nll_sum),
+        nll_scale=nll_scale,
         nll_inf=one(np.count_nonzero(infinite)),
         brier=one(np.sum(s.brier, dtype=np.float64)),
         top5=None if s.top5 is None else one(np.count_nonzero(s.top5)),

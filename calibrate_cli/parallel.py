@@ -1,7 +1,8 @@
 """Row chunks in a thread pool: numpy releases the GIL in its array loops, so independent chunks of
 one pass run on every CPU. Results come back in chunk order, so whatever is summed over chunks is
 summed in the same order as a serial loop would: the numbers do not depend on the thread count.
-``CALIB_THREADS`` sets the thread count (default: the CPUs, at most 8)."""
+``CALIB_THREADS`` sets the thread count (default: the CPUs, at most 8; at most 64 when set, since
+every thread holds a chunk in flight: memory grows with the count)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ T = TypeVar("T")
 MAX_DEFAULT_THREADS = 8
 #: environment variable that sets the thread count (e.g. 1 on a shared CI runner)
 THREADS_ENV = "CALIB_THREADS"
+#: the most threads CALIB_THREADS may ask for (each holds a chunk of ~50 MB of temporaries)
+MAX_THREADS = 64
 
 
 def cpu_threads() -> int:
@@ -26,18 +29,24 @@ def cpu_threads() -> int:
     process may run on, at most :data:`MAX_DEFAULT_THREADS`."""
     value = os.environ.get(THREADS_ENV, "").strip()
     if value:
-        try:
-            threads = int(value)
-        except ValueError:
-            threads = 0
-        if threads < 1:
-            raise InputError(f"{THREADS_ENV}={value!r}: expected a whole number ≥ 1")
-        return threads
+        # ASCII digits only: int() would also take "１２", "٣" or "1_000"
+        if not (value.isascii() and value.isdigit()) or int(value) < 1:
+            raise InputError(f"{THREADS_ENV}={value!r}: expected a whole number ≥ 1 in ASCII digits")
+        if len(value) > 6 or int(value) > MAX_THREADS:
+            raise InputError(
+                f"{THREADS_ENV}={value}: at most {MAX_THREADS} threads (each holds a chunk of data in memory; "
+                f"this machine has {_cpus()} CPUs)"
+            )
+        return int(value)
+    return max(1, min(_cpus(), MAX_DEFAULT_THREADS))
+
+
+def _cpus() -> int:
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not on Linux
         cpus = os.cpu_count() or 1
-    return max(1, min(cpus, MAX_DEFAULT_THREADS))
+    return max(1, cpus)
 
 
 def map_chunks(fn: Callable[[slice], T], chunks: Iterable[slice], threads: int | None = None) -> Iterator[T]:

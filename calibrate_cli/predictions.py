@@ -22,6 +22,7 @@ from .errors import InputError
 
 InputKind = Literal["logits", "probs"]
 INPUT_KINDS = ("logits", "probs")
+#: probability rows must sum to 1 within max(PROBS_SUM_TOLERANCE, 2·ε of the dtype the file stored)
 PROBS_SUM_TOLERANCE = 1e-3
 _CHUNK_ELEMENTS = 1 << 20  # ~8 MB of float64 per chunk (cache-friendly; chunks run in threads)
 
@@ -65,6 +66,34 @@ def row_chunks(n: int, k: int, elements: int | None = None) -> Iterator[slice]:
         yield slice(start, min(n, start + step))
 
 
+class _StoredPrecision(np.ndarray):
+    """An array widened from a narrower float dtype numpy lacks (bfloat16): remembers that
+    dtype's machine epsilon, so the probability-sum tolerance follows the stored precision."""
+
+    stored_eps: float = 0.0
+
+    def __array_finalize__(self, obj) -> None:
+        self.stored_eps = getattr(obj, "stored_eps", 0.0)
+
+
+def with_stored_precision(array: np.ndarray, *, eps: float) -> np.ndarray:
+    """``array`` marked as stored with machine epsilon ``eps`` (e.g. bfloat16's 2⁻⁷ = 0.0078)."""
+    out = np.asarray(array).view(_StoredPrecision)
+    out.stored_eps = float(eps)
+    return out
+
+
+def probs_sum_tolerance(scores: np.ndarray) -> float:
+    """How far from 1 a probability row may sum: max(1e-3, 2·ε) with ε the machine epsilon of
+    the stored dtype (float16: 2⁻¹⁰, bfloat16: 2⁻⁷). Rounding each of p_1..p_K to that dtype moves
+    the sum by at most ε/2 · Σ p_k = ε/2; the factor 4 over that leaves room for the model's own
+    rounding."""
+    eps = float(getattr(scores, "stored_eps", 0.0))
+    if scores.dtype.kind == "f":
+        eps = max(eps, float(np.finfo(scores.dtype).eps))
+    return max(PROBS_SUM_TOLERANCE, 2.0 * eps)
+
+
 def _first_bad_row(mask_rows: np.ndarray) -> int:
     return int(np.flatnonzero(mask_rows)[0])
 
@@ -84,6 +113,7 @@ def _check_scores(scores: np.ndarray, name: str, input_kind: str) -> np.ndarray:
             "(give binary scores as a 1-D vector of log-odds, or of p(class 1) with --probs)"
         )
     k = scores.shape[1] if scores.ndim == 2 else 1
+    tolerance = probs_sum_tolerance(scores)
     for rows in row_chunks(scores.shape[0], k):
         chunk = scores[rows]
         if chunk.dtype.kind == "f":
@@ -94,8 +124,8 @@ def _check_scores(scores: np.ndarray, name: str, input_kind: str) -> np.ndarray:
                 what = "NaN" if np.isnan(chunk).any() else "Inf"
                 raise InputError(f"{name}: scores contain {what} (first at row {row})")
         if input_kind == "probs":
-            if (chunk < 0).any() or (chunk > 1 + PROBS_SUM_TOLERANCE).any():
-                bad_rows = (chunk < 0) | (chunk > 1 + PROBS_SUM_TOLERANCE)
+            if (chunk < 0).any() or (chunk > 1 + tolerance).any():
+                bad_rows = (chunk < 0) | (chunk > 1 + tolerance)
                 bad_rows = bad_rows if chunk.ndim == 1 else bad_rows.any(axis=1)
                 row = rows.start + _first_bad_row(bad_rows)
                 raise InputError(
@@ -104,14 +134,71 @@ def _check_scores(scores: np.ndarray, name: str, input_kind: str) -> np.ndarray:
                 )
             if chunk.ndim == 2:
                 sums = chunk.sum(axis=1, dtype=np.float64)
-                off = np.abs(sums - 1.0) > PROBS_SUM_TOLERANCE
+                off = np.abs(sums - 1.0) > tolerance
                 if off.any():
                     row = rows.start + _first_bad_row(off)
                     raise InputError(
-                        f"{name}: probability rows must sum to 1 (±{PROBS_SUM_TOLERANCE:g}); row {row} sums to "
+                        f"{name}: probability rows must sum to 1 (±{tolerance:.3g}); row {row} sums to "
                         f"{sums[off][0]:.6g}; if these are logits, drop --probs"
                     )
     return scores
+
+
+def largest_magnitude(scores: np.ndarray) -> float:
+    """max |x| over the finite entries of ``scores`` (0 when there are none), in row chunks."""
+    scores = np.asarray(scores)
+    if scores.size == 0 or scores.dtype.kind not in "iuf":
+        return 0.0
+    k = scores.shape[1] if scores.ndim == 2 else 1
+    peak = 0.0
+    for rows in row_chunks(scores.shape[0], k):
+        chunk = np.abs(np.asarray(scores[rows], dtype=np.float64))
+        chunk = chunk[np.isfinite(chunk)] if scores.dtype.kind == "f" else chunk
+        if chunk.size:
+            peak = max(peak, float(chunk.max()))
+    return peak
+
+
+def check_scaled_range(
+    scores: np.ndarray, temperature: float, *, scores_name: str = "logits", dtype=np.float64, why: str = ""
+) -> None:
+    """Refuse a temperature at which ``scores / T`` leaves the range of ``dtype``.
+
+    An overflow to ±inf would make softmax NaN (inf − inf) and every metric meaningless, so the
+    temperature is refused with the smallest usable T = max |x| / max(dtype). Dividing by T ≥ 1
+    cannot overflow float64, so that case costs nothing.
+    """
+    limit = float(np.finfo(dtype).max)
+    if temperature >= 1.0 and limit >= float(np.finfo(np.float64).max):
+        return
+    peak = largest_magnitude(scores)
+    with np.errstate(over="ignore"):
+        scaled = peak / temperature
+    if scaled > limit:
+        raise InputError(
+            f"{scores_name}: at T = {temperature:.3g} the logits overflow: the largest |logit| {peak:.3g} becomes "
+            f"{scaled:.3g}, beyond the {np.dtype(dtype).name} range (±{limit:.3g}){why}; the smallest usable T "
+            f"is {peak / limit:.3g}"
+        )
+
+
+def check_nll_range(scores: np.ndarray, min_temperature: float, *, scores_name: str = "logits") -> None:
+    """Refuse logits so large that the summed NLL of softmax(x / T) could overflow float64.
+
+    Per sample, NLL = log Σ_k exp((x_k − x_y)/T) ≤ 2·max|x|/T + log K, so the sum over N samples
+    stays finite when N·(2·max|x|/T + log K) < max(float64) (≈ 1.8e308): any real model passes.
+    """
+    scores = np.asarray(scores)
+    n, k = scores.shape[0], (scores.shape[1] if scores.ndim == 2 else 2)
+    peak = largest_magnitude(scores)
+    limit = float(np.finfo(np.float64).max)
+    with np.errstate(over="ignore"):
+        bound = n * (2.0 * peak / min_temperature + float(np.log(k)))
+    if not bound < limit:
+        raise InputError(
+            f"{scores_name}: logits as large as {peak:.3g} make the NLL overflow float64 at T = {min_temperature:.3g} "
+            f"(N · 2·max|logit| / T ≈ {bound:.3g}); these cannot be a model's logits, or rescale them"
+        )
 
 
 def _binary_columns(scores: np.ndarray, input_kind: str) -> np.ndarray:
@@ -140,17 +227,22 @@ def _check_labels(labels: np.ndarray, name: str, k: int) -> np.ndarray:
     if labels.ndim != 1:
         raise InputError(f"{name}: expected labels of shape (N,) or one-hot (N, K), got shape {labels.shape}")
     if labels.dtype.kind == "f":
-        bad = ~np.isfinite(labels) | (labels != np.round(labels))
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(labels) | (labels != np.round(labels))
         if bad.any():
             row = _first_bad_row(bad)
             raise InputError(f"{name}: labels must be whole numbers; row {row} is {labels[row]!r}")
-    out = labels.astype(np.int64)
-    bad = (out < 0) | (out >= k)
+    # compare in the labels' own dtype: a cast first would wrap 1e20 or 2**63 to a negative integer
+    bad = (labels < 0) | (labels >= k)
     if bad.any():
         row = _first_bad_row(bad)
+        value = labels[row]
+        shown = f"{value:g}" if labels.dtype.kind == "f" else str(value)
         raise InputError(
-            f"{name}: label {out[row]} at row {row} is out of range for K = {k} classes (expected 0..{k - 1})"
+            f"{name}: label {shown} at row {row} is not a class index: out of range for K = {k} classes "
+            f"(expected 0..{k - 1})"
         )
+    out = labels.astype(np.int64)
     return out
 
 
@@ -216,6 +308,8 @@ def as_predictions(
         raise InputError(
             f"{labels_name}: {labels.shape[0]} labels but {scores_name} has {scores.shape[0]} rows of scores"
         )
+    if isinstance(scores, _StoredPrecision):
+        scores = scores.view(np.ndarray)  # checked: downstream code sees a plain array
     if scores.ndim == 1:
         scores = _binary_columns(scores, input_kind)
     labels = _check_labels(labels, labels_name, scores.shape[1])

@@ -16,7 +16,8 @@ __all__ = ["softmax", "log_softmax", "softmax_and_log_normalizer", "to_probabili
 
 def _shifted(logits: np.ndarray, dtype) -> np.ndarray:
     x = np.asarray(logits, dtype=dtype)
-    return x - x.max(axis=-1, keepdims=True)
+    with np.errstate(over="ignore"):  # x − max x below −max(dtype) (logits near ±1e308): −inf, whose exp is 0
+        return x - x.max(axis=-1, keepdims=True)
 
 
 def softmax(logits: np.ndarray, *, dtype=np.float64) -> np.ndarray:

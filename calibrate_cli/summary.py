@@ -8,7 +8,9 @@ thread pool (:func:`~calibrate_cli.parallel.map_chunks`); their statistics are a
 so the result does not depend on the number of threads.
 
 ``compat="focal-calibration"`` reproduces the reference code of Mukhoti et al. 2020: softmax and
-the confidences in float32, bins compared in float32 with every lower edge exclusive.
+the confidences in float32, bins compared in float32 with every lower edge exclusive. Scores beyond
+float32's range (|x| > 3.4e38) would become ±inf there and every metric NaN or wrong, so they are
+refused in that mode.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .binning import BinStats, assign_bins, torch_linspace_edges, uniform_edges
+from .binning import BinStats, SparseBinStats, assign_bins, torch_linspace_edges, uniform_edges
 from .errors import InputError
 from .parallel import map_chunks
 from .predictions import Predictions
@@ -43,7 +45,8 @@ class PredictionSummary:
     brier        Σ_k (p_ik − [y_i = k])²
     top5         true class ranked < 5 (rank = #{s_k > s_y} + #{k < y : s_k = s_y}, s the logits or the
                  given probabilities); None when K ≤ 5
-    classwise    per-class equal-width bin statistics of p_ik, shape (K, M); None when not requested
+    classwise    per-class equal-width bin statistics of p_ik, shape (K, M) (a SparseBinStats when K·M
+                 is far larger than the input, see :func:`summarize`); None when not requested
     """
 
     n: int
@@ -54,11 +57,18 @@ class PredictionSummary:
     nll: np.ndarray
     brier: np.ndarray
     top5: np.ndarray | None
-    classwise: BinStats | None
+    classwise: BinStats | SparseBinStats | None
     compat: str | None = None
 
 
+#: K·M up to this many cells are kept dense (whatever N); beyond, only when K·M ≤ N·K (the input's size)
+_DENSE_CELLS = 1 << 20
+
+
 def _class_bin_statistics(p: np.ndarray, labels: np.ndarray, edges: np.ndarray, lowest_closed: bool) -> tuple:
+    """One chunk's per-(class, bin) count, Σp and Σ[y = k]: dense (K, M) arrays when K·M is at most
+    the chunk's size (or small), else ``("sparse", keys, count, Σp, Σy)`` over the non-empty cells
+    only. Both sum each cell's values in the same (row-major) order, so they agree bit for bit."""
     rows, k = p.shape
     m = edges.shape[0] - 1
     idx = assign_bins(p, edges, lowest_closed=lowest_closed)
@@ -68,12 +78,84 @@ def _class_bin_statistics(p: np.ndarray, labels: np.ndarray, edges: np.ndarray, 
         flat_keys, flat_p = keys.ravel(), p.ravel()
     else:
         flat_keys, flat_p = keys[inside], p[inside]
-    count = np.bincount(flat_keys, minlength=k * m)
-    sum_p = np.bincount(flat_keys, weights=flat_p.astype(np.float64, copy=False), minlength=k * m)
     true_keys = keys[np.arange(rows), labels]
     true_keys = true_keys[inside[np.arange(rows), labels]]
-    sum_y = np.bincount(true_keys, minlength=k * m).astype(np.float64)
-    return count.reshape(k, m), sum_p.reshape(k, m), sum_y.reshape(k, m)
+    weights = flat_p.astype(np.float64, copy=False)
+    if k * m <= max(rows * k, 1 << 16):
+        count = np.bincount(flat_keys, minlength=k * m)
+        sum_p = np.bincount(flat_keys, weights=weights, minlength=k * m)
+        sum_y = np.bincount(true_keys, minlength=k * m).astype(np.float64)
+        return count.reshape(k, m), sum_p.reshape(k, m), sum_y.reshape(k, m)
+    cells, where = np.unique(flat_keys, return_inverse=True)
+    count = np.bincount(where, minlength=cells.shape[0])
+    sum_p = np.bincount(where, weights=weights, minlength=cells.shape[0])
+    sum_y = np.bincount(np.searchsorted(cells, true_keys), minlength=cells.shape[0]).astype(np.float64)
+    return "sparse", cells, count, sum_p, sum_y
+
+
+class _ClassTotals:
+    """The chunks' classwise statistics added in chunk order: dense (K, M) arrays when that is not
+    much more than the input (K·M ≤ max(N·K, 2²⁰)), else sorted non-empty cells (memory ∝ input)."""
+
+    def __init__(self, n: int, k: int, m: int) -> None:
+        self.k, self.m = k, m
+        self.dense = k * m <= max(n * k, _DENSE_CELLS)
+        if self.dense:
+            self.count = np.zeros((k, m), dtype=np.int64)
+            self.sum_p = np.zeros((k, m))
+            self.sum_y = np.zeros((k, m))
+        else:
+            self.cells = np.empty(0, dtype=np.int64)
+            self.count = np.empty(0, dtype=np.int64)
+            self.sum_p = np.empty(0)
+            self.sum_y = np.empty(0)
+
+    def add(self, stats: tuple) -> None:
+        if stats[0] is not None and not isinstance(stats[0], str):  # a dense chunk (implies dense totals)
+            self.count += stats[0]
+            self.sum_p += stats[1]
+            self.sum_y += stats[2]
+            return
+        _, cells, count, sum_p, sum_y = stats
+        if self.dense:  # total + chunk at the chunk's cells (+ 0 elsewhere, exactly as a dense add)
+            self.count.ravel()[cells] += count
+            self.sum_p.ravel()[cells] += sum_p
+            self.sum_y.ravel()[cells] += sum_y
+            return
+        merged, where = np.unique(np.concatenate([self.cells, cells]), return_inverse=True)
+        old, new = where[: self.cells.shape[0]], where[self.cells.shape[0] :]
+        for name, chunk_values, dtype in (("count", count, np.int64), ("sum_p", sum_p, None), ("sum_y", sum_y, None)):
+            total = np.zeros(merged.shape[0], dtype=dtype or np.float64)
+            total[old] += getattr(self, name)
+            total[new] += chunk_values
+            setattr(self, name, total)
+        self.cells = merged
+
+    def stats(self, edges: np.ndarray, n: int) -> BinStats | SparseBinStats:
+        if self.dense:
+            return BinStats(edges=edges, count=self.count, sum_conf=self.sum_p, sum_correct=self.sum_y, n=n)
+        return SparseBinStats(
+            edges=edges, n=n, n_classes=self.k, keys=self.cells, counts=self.count, sums_conf=self.sum_p,
+            sums_correct=self.sum_y,
+        )
+
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _check_float32_range(scores: np.ndarray, first_row: int, compat: str, scores_name: str) -> None:
+    """Compat mode casts to float32: refuse scores that the cast would turn into ±inf."""
+    with np.errstate(invalid="ignore"):
+        beyond = np.abs(scores) > FLOAT32_MAX
+    if beyond.any():
+        rows = beyond if beyond.ndim == 1 else beyond.any(axis=1)
+        row = int(np.flatnonzero(rows)[0])
+        value = float(np.asarray(scores, dtype=np.float64)[row][beyond[row]].flat[0])
+        raise InputError(
+            f"{scores_name}: score {value:.3g} at row {first_row + row} is beyond the float32 range (±3.4e38) "
+            f"in which compat mode {compat} computes, as the reference code does; compute without the compat "
+            "mode (float64)"
+        )
 
 
 def summarize(
@@ -82,8 +164,11 @@ def summarize(
     n_bins: int = 15,
     compat: str | None = None,
     classwise: bool = True,
+    scores_name: str = "scores",
 ) -> PredictionSummary:
-    """Compute the per-sample quantities (and classwise bin statistics) of ``predictions``."""
+    """Compute the per-sample quantities (and classwise bin statistics) of ``predictions``.
+
+    ``scores_name`` names the scores in errors (compat mode refuses scores beyond float32's range)."""
     compat = check_compat(compat)
     n, k = predictions.n, predictions.k
     labels = predictions.labels
@@ -97,15 +182,15 @@ def summarize(
     nll = np.empty(n, dtype=np.float64)
     brier = np.empty(n, dtype=np.float64)
     top5 = np.empty(n, dtype=bool) if k > 5 else None
-    cw_count = np.zeros((k, n_bins), dtype=np.int64)
-    cw_sum_p = np.zeros((k, n_bins))
-    cw_sum_y = np.zeros((k, n_bins))
+    totals = _ClassTotals(n, k, edges.shape[0] - 1) if classwise else None
 
     def one_chunk(rows: slice):
         """Fill the per-sample arrays on ``rows``; return the chunk's classwise statistics."""
         y = labels[rows]
         r = np.arange(y.shape[0])
         scores = predictions.scores[rows]
+        if compat and scores.dtype.itemsize > 4:
+            _check_float32_range(scores, rows.start, compat, scores_name)
         if is_logits:
             p, z, log_norm = softmax_and_log_normalizer(scores, dtype=work_dtype)
             logp_y = z[r, y] - log_norm
@@ -134,13 +219,9 @@ def summarize(
     # chunks run in parallel; their classwise sums are added in chunk order (thread-count independent)
     for stats in map_chunks(one_chunk, predictions.row_chunks()):
         if stats is not None:
-            cw_count += stats[0]
-            cw_sum_p += stats[1]
-            cw_sum_y += stats[2]
+            totals.add(stats)
 
-    classwise_stats = (
-        BinStats(edges=edges, count=cw_count, sum_conf=cw_sum_p, sum_correct=cw_sum_y, n=n) if classwise else None
-    )
+    classwise_stats = totals.stats(edges, n) if classwise else None
     return PredictionSummary(
         n=n,
         k=k,

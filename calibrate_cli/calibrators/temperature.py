@@ -33,7 +33,7 @@ import numpy as np
 from ..errors import Advice, InputError
 from ..metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins
 from ..parallel import map_chunks
-from ..predictions import InputKind, row_chunks
+from ..predictions import InputKind, check_nll_range, check_scaled_range, row_chunks
 from ..summary import check_compat
 from .base import OBJECTIVES, Calibrator, FitData, FitInfo, Progress, Search, json_number
 
@@ -68,9 +68,12 @@ def check_temperature(temperature: float) -> float:
     return t
 
 
-def apply_temperature(logits: np.ndarray, temperature: float) -> np.ndarray:
-    """Scaled logits ``logits / T`` in float64 (softmax of them is p(T))."""
-    return np.asarray(logits, dtype=np.float64) / check_temperature(temperature)
+def apply_temperature(logits: np.ndarray, temperature: float, *, scores_name: str = "logits") -> np.ndarray:
+    """Scaled logits ``logits / T`` in float64 (softmax of them is p(T)); a T so small that they
+    overflow is refused (:func:`~calibrate_cli.predictions.check_scaled_range`)."""
+    t = check_temperature(temperature)
+    check_scaled_range(logits, t, scores_name=scores_name)
+    return np.asarray(logits, dtype=np.float64) / t
 
 
 def scale_scores(
@@ -93,8 +96,8 @@ def _decimal(value, what: str) -> Decimal:
         d = Decimal(value if isinstance(value, str) else repr(float(value)))
     except (InvalidOperation, TypeError, ValueError):
         raise InputError(f"grid {what} must be a number, got {value!r}") from None
-    if not d.is_finite():
-        raise InputError(f"grid {what} must be finite, got {value!r}")
+    if not d.is_finite() or not math.isfinite(float(d)):
+        raise InputError(f"grid {what} must be finite (a float: |x| < 1.8e308), got {value}")
     return d
 
 
@@ -126,7 +129,10 @@ def parse_grid(text: str) -> tuple[str, str, str]:
     if len(parts) != 3 or not all(p.strip() for p in parts):
         raise InputError(f"a temperature grid is START:STOP:STEP, got {text!r}", remedy="grid-format")
     start, stop, step = (p.strip() for p in parts)
-    temperature_grid(start, stop, step)
+    try:
+        temperature_grid(start, stop, step)
+    except InputError as exc:
+        raise InputError(f"temperature grid {text}: {exc}", remedy="grid-format") from None
     return start, stop, step
 
 
@@ -362,6 +368,15 @@ class TemperatureScaling(Calibrator):
 
     # -- fitting --------------------------------------------------------------------------------------
     def _fit(self, data: FitData, progress: Progress | None) -> FitInfo:
+        # logits so large that a temperature overflows the sums or the dtype: refused, not NaN objectives
+        t_min = NLL_TEMPERATURE_BOUNDS[0] if self.search == "nll" else float(self._temps.min())
+        if self.objective == "nll":
+            check_nll_range(data.logits, t_min, scores_name=data.scores_name)
+        if self.search == "grid":
+            check_scaled_range(
+                data.logits, t_min, scores_name=data.scores_name, dtype=np.float32 if self.compat else np.float64,
+                why=f" (compat mode {self.compat} computes in float32)" if self.compat else "",
+            )
         if self.search == "nll":
             t, solver, warnings = _fit_nll(data, progress)
             self.temperature_ = t
@@ -414,6 +429,10 @@ class TemperatureScaling(Calibrator):
 
     def _transform(self, z: np.ndarray) -> np.ndarray:
         return apply_temperature(z, self.temperature_)
+
+    def transform(self, logits, *, scores_name: str = "logits") -> np.ndarray:
+        """``logits / T`` (float64); a T at which they overflow is refused, naming ``scores_name``."""
+        return apply_temperature(self._checked(logits, scores_name), self.temperature_, scores_name=scores_name)
 
     # -- saving ---------------------------------------------------------------------------------------
     def get_params(self) -> float | None:

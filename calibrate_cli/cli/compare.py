@@ -13,6 +13,7 @@ from .options import (
     bootstrap_options,
     check_device_use,
     check_resamples,
+    csv_options,
     interval_warnings,
     load_inputs,
     output_options,
@@ -84,6 +85,7 @@ def comparison_report(fmt: str, comparison, *, title: str | None = None):
 @click.argument("b_labels", metavar="B_LABELS")
 @probs_option("Both score files hold probabilities instead of logits.")
 @binning_options
+@csv_options
 @bootstrap_options(DEFAULT_N_RESAMPLES)
 @output_options
 def compare_command(

@@ -14,6 +14,7 @@ from .hints import cli_text
 from .options import (
     Outputs,
     binning_options,
+    csv_options,
     bootstrap_options,
     check_device_use,
     check_resamples,
@@ -78,6 +79,7 @@ def _best(values: dict[str, float | None], metric: str) -> set[str]:
               help="--method all: the metric (on the test set if --test, else the fitting set) that picks the "
               "calibrator saved in the JSON report.")
 @binning_options
+@csv_options
 @probs_option("Scores are probabilities (fitted through log p).")
 @bootstrap_options()
 @output_options(output_help="Write the report to FILE ('-': stdout; f.json: reusable as `calib eval --calibrator f.json`).")

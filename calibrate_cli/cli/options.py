@@ -12,13 +12,13 @@ from ..bootstrap import CI_METHODS, DEFAULT_CI_LEVEL, DEFAULT_CI_METHOD, DEFAULT
 from ..devices import DEFAULT_DEVICE, DEVICES
 from ..errors import OutputError
 from ..gates import GATE_ON, Gate
-from ..io import load_labels, load_scores
+from ..errors import InputError
+from ..io import AmbiguousHeaderError, CsvCellError, load_labels, read_scores
+from ..binning import MAX_N_BINS
 from ..metrics import DEFAULT_N_BINS
 from ..summary import COMPAT_MODES
 
 FORMATS = ("table", "json", "csv", "markdown")
-#: --n-bins above this is refused as a usage error (a bin needs samples; 10^6 bins already cost ~1 GB)
-MAX_N_BINS = 1_000_000
 
 
 # -- the options of several commands, each defined once ---------------------------------------------
@@ -38,7 +38,7 @@ def probs_option(help: str = PROBS_HELP):
     return click.option("--probs", "input_kind", flag_value="probs", default="logits", help=help)
 
 
-def n_bins_option(help: str = "Number of bins M for ECE, AdaECE, classwise-ECE and MCE."):
+def n_bins_option(help: str = f"Number of bins M for ECE, AdaECE, classwise-ECE and MCE (at most {MAX_N_BINS})."):
     """``--n-bins M`` (1 … MAX_N_BINS, default DEFAULT_N_BINS)."""
     return click.option(
         "--n-bins", type=click.IntRange(min=1, max=MAX_N_BINS), default=DEFAULT_N_BINS, show_default=True, help=help
@@ -98,8 +98,43 @@ def title_option(func):
     return click.option("--title", help="Figure title.")(func)
 
 
+_HEADER_KEY, _SCORE_COLS_KEY = "calib.csv_header", "calib.score_cols"
+
+
+def _remember(key: str):
+    def callback(ctx: click.Context, param, value):
+        ctx.meta[key] = value
+        return value
+
+    return callback
+
+
+def csv_options(func):
+    """--header/--no-header and --score-cols: how CSV inputs are read (kept in ``ctx.meta`` for
+    :func:`load_inputs`, so commands need no extra parameters)."""
+    func = click.option(
+        "--score-cols",
+        metavar="COLS",
+        expose_value=False,
+        callback=_remember(_SCORE_COLS_KEY),
+        help="CSV input: the score columns, by name, 0-based index or glob, comma-separated "
+        "(e.g. 'p_*' or 'cat,dog'); other columns (ids, ...) are ignored. Labels that are class "
+        "names map to these columns in order (p_cat or cat ← label cat).",
+    )(func)
+    func = click.option(
+        "--header/--no-header",
+        default=None,
+        expose_value=False,
+        callback=_remember(_HEADER_KEY),
+        help="CSV input: the first row is (not) a header. Default: detected; a first row that could be "
+        "either (a number among names, an empty cell, pandas' 0,1,2,... column names) is an error.",
+    )(func)
+    return func
+
+
 def scores_and_labels(func):
-    """SCORES [LABELS] arguments, --probs and --label-col."""
+    """SCORES [LABELS] arguments, --probs, --label-col and the CSV options."""
+    func = csv_options(func)
     func = click.option(
         "--label-col",
         metavar="NAME",
@@ -346,13 +381,48 @@ def parse_gates(fail_above, fail_below) -> list[Gate]:
     return [Gate.parse(t, "above") for t in fail_above] + [Gate.parse(t, "below") for t in fail_below]
 
 
+def _csv_settings() -> tuple[bool | None, str | None]:
+    ctx = click.get_current_context(silent=True)
+    meta = ctx.meta if ctx is not None else {}
+    return meta.get(_HEADER_KEY), meta.get(_SCORE_COLS_KEY)
+
+
+def _with_hint(exc: InputError, score_cols: str | None) -> InputError:
+    """The core's neutral message plus the flag that fixes it."""
+    if isinstance(exc, AmbiguousHeaderError):
+        return InputError(f"{exc}; say which with --header or --no-header")
+    if isinstance(exc, CsvCellError) and exc.named and score_cols is None:
+        return InputError(f"{exc}; pick the score columns with --score-cols (e.g. --score-cols 'p_*')")
+    return exc
+
+
 def load_inputs(scores: str, labels: str | None, label_col: str | None):
-    """Read SCORES and LABELS (or SCORES' --label-col column)."""
+    """Read SCORES and LABELS (or SCORES' --label-col column), with the command's CSV options.
+
+    Labels that are class names map to the score columns' names. When the first row of a CSV file
+    could be a header or data, the other file's N settles it if only one reading matches."""
     if labels is not None and label_col is not None:
         raise click.UsageError("give either LABELS or --label-col, not both")
     if labels is None and label_col is None:
         raise click.UsageError("missing LABELS (or --label-col NAME for a CSV with a labels column)")
-    score_array, label_array = load_scores(scores, label_col=label_col)
-    if label_array is None:
-        label_array = load_labels(labels)
-    return score_array, label_array, (labels if labels is not None else f"{scores}[{label_col}]")
+    header, score_cols = _csv_settings()
+    try:
+        try:
+            found = read_scores(scores, label_col=label_col, score_cols=score_cols, header=header)
+        except AmbiguousHeaderError as first:
+            if labels is None:
+                raise
+            try:
+                n_labels = len(load_labels(labels, header=header))
+            except InputError:
+                raise first from None
+            found = read_scores(
+                scores, label_col=label_col, score_cols=score_cols, header=header, expected_rows=n_labels
+            )
+        label_array = found.labels
+        if label_array is None:
+            n = found.scores.shape[0] if found.scores.ndim >= 1 else None
+            label_array = load_labels(labels, header=header, classes=found.class_names, expected_rows=n)
+    except InputError as exc:
+        raise _with_hint(exc, score_cols) from None
+    return found.scores, label_array, (labels if labels is not None else f"{scores}[{label_col}]")

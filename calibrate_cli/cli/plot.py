@@ -8,7 +8,7 @@ import click
 
 from ..calibrators import load_calibrator
 from ..errors import InputError
-from ..io import load_labels, load_scores, split_source
+from ..io import split_source
 from ..plots import DEFAULT_DPI, STRATEGIES, MAX_CLASSWISE_CLASSES, escape_mathtext
 from . import render
 from .options import (
@@ -149,7 +149,7 @@ def plot_command(
     sources = [scores] + [pair[0] for pair in compare]
     model_names(sources, names)  # checks the --name count early
     score_array, label_array, labels_name = load_inputs(scores, labels, label_col)
-    others = [(load_scores(s)[0], load_labels(l), s, l) for s, l in compare]
+    others = [(*load_inputs(s, l, None)[:2], s, l) for s, l in compare]
     names_ = [escape_mathtext(name) for name in model_names(sources, names)]  # shown literally ($ is not math)
     title = escape_mathtext(title)
     common = dict(input_kind=input_kind, n_bins=n_bins)

@@ -8,13 +8,13 @@ from .._version import __version__
 from ..calibrators import CALIBRATORS
 from ..errors import InputError
 from ..evaluate import conventions, evaluate
-from ..io import load_labels, load_scores, write_array
+from ..io import write_array
 from ..metrics import METRIC_NAMES
 from ..predictions import as_predictions
 from ..temperature import DEFAULT_GRID, OBJECTIVES, SEARCHES, fit_temperature, parse_grid
 from . import render
 from .hints import cli_text
-from .options import Outputs, binning_options, output_options, plot_option, probs_option
+from .options import Outputs, binning_options, csv_options, load_inputs, output_options, plot_option, probs_option
 
 DEFAULT_GRID_TEXT = ":".join(f"{v:g}" for v in DEFAULT_GRID)
 #: what `--plot` calls each search in the figure's title (from the calibrator registry)
@@ -22,8 +22,7 @@ PLOT_TITLES = {search: spec.title for cls in CALIBRATORS.values() for search, sp
 
 
 def _load_set(scores: str, labels: str, input_kind: str):
-    score_array, _ = load_scores(scores)
-    label_array = load_labels(labels)
+    score_array, label_array, _ = load_inputs(scores, labels, None)
     predictions = as_predictions(score_array, label_array, input_kind, scores_name=scores, labels_name=labels)
     return score_array, predictions
 
@@ -140,6 +139,7 @@ def _title(fit, val_scores: str) -> str:
     help="Temperatures of the grid search: START, START+STEP, ... ≤ STOP (T > 0).",
 )
 @binning_options
+@csv_options
 @click.option(
     "--test",
     nargs=2,

@@ -68,7 +68,9 @@ def no_work(monkeypatch):
     import calibrate_cli.cli.temperature as temperature
 
     for module in (options, plot, temperature):
-        monkeypatch.setattr(module, "load_scores", forbidden)
+        for loader in ("load_scores", "read_scores", "load_labels"):  # whichever the module reads with
+            if hasattr(module, loader):
+                monkeypatch.setattr(module, loader, forbidden)
 
 
 # ----------------------------------------------------------------- 19.5: checked before any work

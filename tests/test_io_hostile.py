@@ -1,0 +1,277 @@
+"""Hostile and careless input (issue 20, items 1, 4 and 6; issue 19.12): every case is one line on
+stderr naming the file and the real problem, exit code 2, no raw numpy/torch warning, no hang."""
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tracemalloc
+import warnings
+
+import numpy as np
+import pytest
+
+import calibrate_cli as calib
+from calibrate_cli.cli import cli
+from calibrate_cli.errors import InputError
+
+# a numpy/torch warning would reach the user raw, before the error line: make it fail the test
+pytestmark = pytest.mark.filterwarnings("error")
+
+
+def run(runner, *args, env=None):
+    return runner.invoke(cli, [str(a) for a in args], env=env)
+
+
+def one_line_error(result, *fragments, absent=()):
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr  # no warning printed before the error
+    assert lines[0].startswith("Error:") and "Traceback" not in result.output
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    for fragment in absent:
+        assert fragment not in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture()
+def files(tmp_path):
+    rng = np.random.default_rng(5)
+    labels = rng.integers(0, 10, 200)
+    logits = rng.normal(size=(200, 10))
+    logits[np.arange(200), labels] += 1.0
+    np.save(tmp_path / "x.npy", logits)
+    np.save(tmp_path / "y.npy", labels)
+    return tmp_path, logits, labels
+
+
+# ------------------------------------------------------------------------------------ files
+def test_a_npy_header_claiming_more_than_the_file_holds_is_named(runner, files):
+    folder, _, _ = files
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<f8", "fortran_order": False, "shape": (10**12, 10)})
+    (folder / "huge.npy").write_bytes(buf.getvalue() + b"\0" * 72)
+    # before: "out of memory; try a smaller input" without the file
+    one_line_error(run(runner, "eval", folder / "huge.npy", folder / "y.npy"), "huge.npy", "header", "(1000000000000, 10)")
+
+
+def test_a_npz_member_whose_header_lies_is_named(runner, files):
+    import zipfile
+
+    folder, _, _ = files
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<f8", "fortran_order": False, "shape": (10**11,)})
+    with zipfile.ZipFile(folder / "lie.npz", "w") as archive:
+        archive.writestr("a.npy", buf.getvalue() + b"\0" * 16)
+    one_line_error(run(runner, "eval", folder / "lie.npz", folder / "y.npy"), "lie.npz", "'a'", "header")
+
+
+def test_an_empty_file_name_is_not_a_directory(runner, files):
+    folder, _, _ = files
+    one_line_error(run(runner, "eval", "", folder / "y.npy"), "empty file name", absent=("directory",))
+
+
+def test_npz_key_typos_name_the_archive_and_its_keys(runner, files):
+    folder, logits, _ = files
+    np.savez(folder / "ok.npz", logits=logits)
+    one_line_error(run(runner, "eval", f"{folder}/ok.npz:", folder / "y.npy"), "no key after ':'", "logits")
+    one_line_error(run(runner, "eval", f"{folder}/ok.npz::logits", folder / "y.npy"), "no array named ':logits'", "logits")
+
+
+def test_a_fifo_is_refused_without_hanging(files):
+    folder, _, _ = files
+    os.mkfifo(folder / "fifo.npy")
+    code = "from calibrate_cli.cli import main; main()"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "eval", str(folder / "fifo.npy"), str(folder / "y.npy")],
+        capture_output=True, text=True, timeout=60,  # before: blocked forever opening the FIFO
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "fifo.npy" in proc.stderr and "not a regular file" in proc.stderr
+
+
+# ------------------------------------------------------------------------------------ labels
+def test_a_huge_float_label_is_reported_with_its_value(runner, files):
+    folder, _, labels = files
+    y = labels.astype(float)
+    y[2] = 1e20
+    np.save(folder / "big.npy", y)
+    # before: a numpy RuntimeWarning, then "label -9223372036854775808 at row 2"
+    one_line_error(run(runner, "eval", folder / "x.npy", folder / "big.npy"), "big.npy", "label 1e+20 at row 2", "not a class index")
+
+
+def test_a_huge_unsigned_label_is_not_wrapped(runner, files):
+    folder, _, labels = files
+    y = labels.astype(np.uint64)
+    y[5] = 2**63
+    np.save(folder / "u.npy", y)
+    one_line_error(run(runner, "eval", folder / "x.npy", folder / "u.npy"), "label 9223372036854775808 at row 5")
+
+
+# ------------------------------------------------------------------------------- temperatures
+def test_a_temperature_too_small_is_refused_itself(runner, files):
+    folder, _, _ = files
+    line = one_line_error(
+        run(runner, "eval", folder / "x.npy", folder / "y.npy", "--temperature", "1e-320"),
+        "T = 1e-320", "overflow", "smallest usable T",
+    )
+    assert "contain Inf" not in line  # before: "x.npy: scores contain Inf (first at row 0)"
+
+
+def test_temperature_on_logits_near_the_float_limit(runner, files):
+    folder, logits, _ = files
+    np.save(folder / "big.npy", logits / np.abs(logits).max() * 5e307)
+    # before: 8 RuntimeWarnings and a NaN objective picked at T = 0.1, exit 0
+    one_line_error(run(runner, "temperature", folder / "big.npy", folder / "y.npy"), "big.npy", "T = 0.1", "overflow")
+    one_line_error(run(runner, "temperature", folder / "big.npy", folder / "y.npy", "--search", "nll"), "big.npy", "NLL")
+    result = run(runner, "eval", folder / "big.npy", folder / "y.npy", "-f", "json")
+    assert result.exit_code == 0 and result.stderr == ""  # before: "overflow encountered in reduce", NLL inf
+    big, y = np.load(folder / "big.npy"), np.load(folder / "y.npy")
+    per_sample = [  # −log softmax(x)_y = (max x − x_y) + log Σ exp(x − max x), one row at a time
+        (max(row) - row[t]) + np.log(sum(np.exp(v - max(row)) for v in row)) for row, t in zip(big.tolist(), y)
+    ]
+    assert json.loads(result.stdout)["metrics"]["nll"] == pytest.approx(sum(v / 200 for v in per_sample), rel=1e-12)
+
+
+def test_a_grid_beyond_the_float_range_names_the_option(runner, files):
+    folder, _, _ = files
+    one_line_error(
+        run(runner, "temperature", folder / "x.npy", folder / "y.npy", "--grid", "1:1e400:1e399"), "--grid", "1e400"
+    )
+
+
+# -------------------------------------------------------------------------------- compat mode
+@pytest.mark.parametrize("scale", [1e38, 1e300])
+def test_compat_refuses_scores_float32_cannot_hold(runner, files, scale):
+    folder, logits, _ = files
+    np.save(folder / "big.npy", logits * scale)  # |logits| up to ~4: beyond 3.4e38 for both scales
+    # before: accuracy wrong, ECE/NLL NaN, exit 0
+    one_line_error(
+        run(runner, "eval", folder / "big.npy", folder / "y.npy", "--compat", "focal-calibration"), "big.npy", "float32"
+    )
+    one_line_error(
+        run(runner, "temperature", folder / "big.npy", folder / "y.npy", "--compat", "focal-calibration"),
+        "big.npy", "float32",
+    )
+
+
+def test_compat_grid_refuses_temperatures_that_overflow_float32(runner, files):
+    folder, logits, _ = files
+    np.save(folder / "b.npy", logits / np.abs(logits).max() * 1e38)  # fits float32 at T = 1, not at T = 0.1
+    # before: the accuracy "changed with T" (float32 overflow at small T), exit 0
+    one_line_error(
+        run(runner, "temperature", folder / "b.npy", folder / "y.npy", "--compat", "focal-calibration"),
+        "T = 0.1", "float32", "smallest usable T",
+    )
+    assert run(runner, "eval", folder / "b.npy", folder / "y.npy", "--compat", "focal-calibration").exit_code == 0
+
+
+# ---------------------------------------------------------------------------------- resources
+@pytest.mark.parametrize("bins", ["1000000", "99999999999999999999999"])
+def test_absurd_bin_counts_are_refused(runner, files, bins):
+    folder, _, _ = files
+    result = run(runner, "eval", folder / "x.npy", folder / "y.npy", "--n-bins", bins)
+    assert result.exit_code == 2 and "--n-bins" in result.stderr and "1000" in result.stderr
+    with pytest.raises(InputError, match="at most 1000"):
+        calib.evaluate(np.zeros((2, 2)), np.array([0, 1]), n_bins=10**6)
+
+
+def test_classwise_statistics_of_many_classes_stay_proportional_to_the_input():
+    from naive_reference import classwise_ece
+
+    rng = np.random.default_rng(2)
+    logits = rng.normal(size=(1, 100_000))  # 0.8 MB; dense (K, M) statistics: 100 000 × 100 × 3 × 8 B = 240 MB
+    tracemalloc.start()
+    report = calib.evaluate(logits, np.array([17]), n_bins=100)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 60e6, peak  # before: ~0.5 GB
+    expected = classwise_ece(_softmax(logits), [17], 100)
+    assert report.metrics["classwise_ece"] == pytest.approx(expected, rel=1e-12)
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def test_sparse_and_dense_classwise_statistics_agree():
+    from calibrate_cli.predictions import as_predictions
+    from calibrate_cli.summary import summarize
+
+    rng = np.random.default_rng(4)
+    logits, labels = rng.normal(size=(3, 5000)) * 3, np.array([0, 7, 4999])
+    sparse = summarize(as_predictions(logits, labels), n_bins=1000).classwise  # K·M = 5e6 ≫ N·K
+    assert type(sparse).__name__ == "SparseBinStats"
+    dense = sparse.to_dense()
+    np.testing.assert_allclose(sparse.calibration_error(), dense.calibration_error(), rtol=1e-13, atol=0)
+    assert dense.count.sum() == 3 * 5000 and dense.count.shape == (5000, 1000)
+
+
+@pytest.mark.parametrize("value, fragment", [("1000", "at most 64"), ("1" + "0" * 23, "at most 64"), ("٣", "ASCII")])
+def test_calib_threads_is_bounded_and_ascii(runner, files, value, fragment):
+    folder, _, _ = files
+    result = run(runner, "eval", folder / "x.npy", folder / "y.npy", env={"CALIB_THREADS": value})
+    one_line_error(result, "CALIB_THREADS", fragment)  # before: 1000 threads (3 GB), 10^23, Arabic-Indic 3 accepted
+
+
+# ----------------------------------------------------------------------------------------- torch
+def test_bf16_probabilities_get_the_tolerance_of_their_dtype(runner, tmp_path):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(9)
+    probs32 = torch.softmax(torch.from_numpy(rng.normal(size=(300, 10)) * 2).float(), dim=1)
+    bf16 = probs32.to(torch.bfloat16)
+    sums = bf16.float().sum(dim=1).double().numpy()
+    assert np.abs(sums - 1).max() > 1e-3  # the case of the issue: "sums to 0.998991"
+    torch.save(bf16, tmp_path / "p.pt")
+    np.save(tmp_path / "y.npy", rng.integers(0, 10, 300))
+    result = run(runner, "eval", tmp_path / "p.pt", tmp_path / "y.npy", "--probs")
+    assert result.exit_code == 0, result.output
+    # float32 rows off by as much are still refused
+    off = probs32.numpy().astype(np.float64)
+    off[0] *= 1.004
+    np.save(tmp_path / "off.npy", off.astype(np.float32))
+    one_line_error(run(runner, "eval", tmp_path / "off.npy", tmp_path / "y.npy", "--probs"), "sum to 1")
+
+
+def test_nested_dict_pt_lists_and_addresses_the_nested_keys(runner, files):
+    torch = pytest.importorskip("torch")
+    folder, logits, labels = files
+    torch.save({"out": {"logits": torch.from_numpy(logits), "labels": torch.from_numpy(labels)}}, folder / "n.pt")
+    # before: "holds several arrays (none)"
+    one_line_error(run(runner, "eval", folder / "n.pt", folder / "y.npy"), "out.logits", "out.labels", "n.pt:KEY")
+    result = run(runner, "eval", f"{folder}/n.pt:out.logits", f"{folder}/n.pt:out.labels", "-f", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["metrics"]["ece"] == calib.evaluate(logits, labels).metrics["ece"]
+
+
+class Payload:
+    """Not a tensor: never unpickled."""
+
+
+def test_pickled_pt_says_what_to_do_in_one_whole_sentence(runner, files):
+    import pickle
+
+    torch = pytest.importorskip("torch")
+    folder, _, _ = files
+    torch.save({"model": Payload()}, folder / "obj.pt")
+    with open(folder / "raw.pt", "wb") as f:
+        pickle.dump({"a": 1}, f, protocol=4)  # torch warns about the protocol before refusing
+    for name in ("obj.pt", "raw.pt"):
+        line = one_line_error(run(runner, "eval", folder / name, folder / "y.npy"), name, "never unpickles", "torch.save")
+        assert "two options" not in line and line.rstrip().endswith(")")  # before: torch's text cut mid-sentence
+
+
+def test_logits_near_the_float64_limit_print_no_raw_warning(runner, files):
+    folder, logits, labels = files
+    big = logits / np.abs(logits).max() * 1.7e308  # x − max x overflows to −inf for some entries
+    np.save(folder / "edge.npy", big)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a RuntimeWarning would be printed raw by the CLI
+        result = run(runner, "eval", folder / "edge.npy", folder / "y.npy", "-f", "json")
+    assert result.exit_code == 0 and "RuntimeWarning" not in result.stderr, result.stderr
+    assert json.loads(result.stdout)["metrics"]["accuracy"] == pytest.approx(
+        np.mean(big.argmax(axis=1) == labels), abs=0
+    )
