@@ -28,6 +28,7 @@ from .metric_registry import (
     S99_THRESHOLD,
     BinSums,
     MetricSums,
+    WeightedSamples,
     metric_values,
     sums_needed,
 )
@@ -118,6 +119,11 @@ def summary_sums(
         if s.compat:  # the reference code averages over classes 0..max(label)
             gap = gap[: int(s.labels.max()) + 1]
         gap = gap[None]
+    samples = None
+    if "samples" in needed:  # sorted by confidence (stable), one row of unit weights
+        order = np.argsort(s.confidences, kind="stable")
+        conf = s.confidences[order].astype(np.float64)
+        samples = WeightedSamples(conf, s.correct[order].astype(np.float64), np.ones((1, s.n)))
     return MetricSums(
         n=s.n,
         width=_batch_of_one(width),
@@ -132,6 +138,7 @@ def summary_sums(
         s99_correct=one(np.count_nonzero(confident & s.correct)),
         classwise_gap=gap,
         classwise_classes=classes,
+        samples=samples,
     )
 
 
