@@ -41,15 +41,20 @@ def _grid_size(sigma: float) -> int:
 
 
 class _Grids:
-    """Per-sample linear-interpolation weights onto each grid size, made once per size."""
+    """The samples spread onto relplot's grids, and the spectra of their reflected extensions.
 
-    def __init__(self, conf: np.ndarray, residual: np.ndarray):
-        self.conf, self.residual = conf, residual
-        self._cache: dict[int, object] = {}
+    Every σ ≥ 0.01 uses the same grid (G = 1001): its spectra are computed once for all rows and
+    reused by every bisection step; a finer grid (σ < 0.01) is made for the rows that need it.
+    """
+
+    def __init__(self, conf: np.ndarray, residual: np.ndarray, weights: np.ndarray):
+        self.conf, self.residual, self.weights = conf, residual, weights
+        self._matrices: dict[int, object] = {}
+        self._common = None  # spectra (2b, F) of the G = 1001 grid for all rows, made on first use
 
     def matrix(self, g: int):
         """(2G, N) sparse: rows 0..G−1 spread the residuals, rows G..2G−1 the ones."""
-        if g not in self._cache:
+        if g not in self._matrices:
             import scipy.sparse
 
             n = self.conf.shape[0]
@@ -59,20 +64,41 @@ class _Grids:
             rows = np.concatenate([lo, lo + 1, lo + g, lo + 1 + g])
             cols = np.tile(np.arange(n), 4)
             vals = np.concatenate([(1 - frac) * self.residual, frac * self.residual, 1 - frac, frac])
-            self._cache[g] = scipy.sparse.csr_matrix((vals, (rows, cols)), shape=(2 * g, n))
-        return self._cache[g]
+            self._matrices[g] = scipy.sparse.csr_matrix((vals, (rows, cols)), shape=(2 * g, n))
+        return self._matrices[g]
+
+    def spectra(self, g: int, rows: np.ndarray) -> np.ndarray:
+        """(2R, F): the FFTs of the reflected residual grids (first R) and density grids of ``rows``."""
+        if g == _COMMON_GRID:
+            if self._common is None:
+                self._common = self._spectra(g, np.arange(self.weights.shape[0]))
+            b = self.weights.shape[0]
+            return np.concatenate([self._common[rows], self._common[rows + b]], axis=0)
+        return self._spectra(g, rows)
+
+    def _spectra(self, g: int, rows: np.ndarray) -> np.ndarray:
+        spread = (self.matrix(g) @ self.weights[rows].T).T  # (R, 2G)
+        values = np.concatenate([spread[:, :g], spread[:, g:]], axis=0)
+        flipped = values[:, ::-1]
+        extended = np.concatenate([flipped[:, :-1], values, flipped[:, 1:]], axis=1)  # L = 3G − 2
+        return np.fft.rfft(extended, _fft_size(g), axis=1)
 
 
-def _reflected_convolution(values: np.ndarray, sigma: float) -> np.ndarray:
-    """relplot's ``ReflectedGaussianKernel.convolve`` on each row of ``values`` (R, G), by FFT."""
-    g = values.shape[1]
+_COMMON_GRID = _grid_size(0.01)
+
+
+def _fft_size(g: int) -> int:
+    length = (3 * g - 2) + g - 1  # the full convolution of the extension with the kernel
+    return 1 << (length - 1).bit_length()
+
+
+def _reflected_convolution(spectra: np.ndarray, g: int, sigma: float) -> np.ndarray:
+    """relplot's ``ReflectedGaussianKernel.convolve`` of the grids whose reflected extensions have
+    the FFTs ``spectra`` (rows), by FFT."""
     t = np.linspace(0, 1, g)
     kernel = np.exp(-(t - 0.5) * (t - 0.5) / (2 * sigma**2)) / (np.sqrt(2 * np.pi) * sigma)
-    flipped = values[:, ::-1]
-    extended = np.concatenate([flipped[:, :-1], values, flipped[:, 1:]], axis=1)  # length L = 3G − 2
-    length = extended.shape[1] + g - 1  # the full convolution
-    size = 1 << (length - 1).bit_length()
-    full = np.fft.irfft(np.fft.rfft(extended, size, axis=1) * np.fft.rfft(kernel, size)[None, :], size, axis=1)
+    size = _fft_size(g)
+    full = np.fft.irfft(spectra * np.fft.rfft(kernel, size)[None, :], size, axis=1)
     # np.convolve(ext, kernel, "valid") is full[G − 1 : L]; relplot keeps [G//2 : G//2 + G] of that
     start = g - 1 + g // 2
     return full[:, start : start + g]
@@ -87,31 +113,35 @@ def _interpolate(t: np.ndarray, y: np.ndarray) -> np.ndarray:
     return y[:, idx] * (1 - rest) + y[:, idx + 1] * rest
 
 
-def _at(grids: _Grids, weights: np.ndarray, sigma: float) -> np.ndarray:
-    """smECE_σ of each weight row (R, N) at one bandwidth σ."""
+def _at(grids: _Grids, rows: np.ndarray, sigma: float) -> np.ndarray:
+    """smECE_σ of the weight rows ``rows`` at one bandwidth σ."""
     g = _grid_size(sigma)
-    spread = (grids.matrix(g) @ weights.T).T  # (R, 2G)
-    smoothed = _reflected_convolution(np.concatenate([spread[:, :g], spread[:, g:]], axis=0), sigma)
+    smoothed = _reflected_convolution(grids.spectra(g, rows), g, sigma)
     t = np.linspace(0, 1, max(round(10 / sigma), _MESH_POINTS))
     at_t = _interpolate(t, smoothed)
-    r, d = at_t[: weights.shape[0]], at_t[weights.shape[0] :] + _DENSITY_EPS
+    r, d = at_t[: rows.shape[0]], at_t[rows.shape[0] :] + _DENSITY_EPS
     return np.abs(r).sum(axis=1) / d.sum(axis=1)
 
 
-def _by_sigma(grids: _Grids, weights: np.ndarray, sigmas: np.ndarray, rows: np.ndarray) -> np.ndarray:
+def _by_sigma(grids: _Grids, sigmas: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """smECE at each row's own σ (rows sharing a σ go through one batched convolution)."""
     out = np.empty(rows.shape[0])
     for sigma in np.unique(sigmas[rows]):
         pick = sigmas[rows] == sigma
-        out[pick] = _at(grids, weights[rows[pick]], float(sigma))
+        out[pick] = _at(grids, rows[pick], float(sigma))
     return out
+
+
+def _grids(conf, correct, weights) -> _Grids:
+    conf = np.asarray(conf, dtype=np.float64)
+    w = np.ones((1, conf.shape[0])) if weights is None else np.asarray(weights, dtype=np.float64)
+    return _Grids(conf, conf - np.asarray(correct, dtype=np.float64), w)
 
 
 def smooth_ece_at(conf, correct, sigma: float, weights=None) -> np.ndarray:
     """smECE_σ at a fixed bandwidth (relplot's ``smECE_sigma``), one value per weight row."""
-    conf = np.asarray(conf, dtype=np.float64)
-    w = np.ones((1, conf.shape[0])) if weights is None else np.asarray(weights, dtype=np.float64)
-    return _at(_Grids(conf, conf - np.asarray(correct, dtype=np.float64)), w, float(sigma))
+    grids = _grids(conf, correct, weights)
+    return _at(grids, np.arange(grids.weights.shape[0]), float(sigma))
 
 
 def smooth_ece(conf, correct, weights=None, *, return_sigma: bool = False):
@@ -120,22 +150,20 @@ def smooth_ece(conf, correct, weights=None, *, return_sigma: bool = False):
     ``conf`` (N,) in [0, 1], ``correct`` (N,) 0/1; ``weights`` the multiplicity of each sample per
     row (None: one row of ones). Returns (b,) values (and the (b,) bandwidths σ*).
     """
-    conf = np.asarray(conf, dtype=np.float64)
-    w = np.ones((1, conf.shape[0])) if weights is None else np.asarray(weights, dtype=np.float64)
-    b = w.shape[0]
-    grids = _Grids(conf, conf - np.asarray(correct, dtype=np.float64))
+    grids = _grids(conf, correct, weights)
+    b = grids.weights.shape[0]
     all_rows = np.arange(b)
     # search_param(check, start=1): check(σ) = σ < eps or σ < smECE_σ
-    done = 1.0 < _at(grids, w, 1.0)
+    done = 1.0 < _at(grids, all_rows, 1.0)
     start, end = np.ones(b), np.zeros(b)
     for _ in range(_REFINE):
         mid = (start + end) / 2
         ok = mid < SMECE_EPS
         ask = all_rows[~ok & ~done]
         if ask.size:
-            ok[ask] = mid[ask] < _by_sigma(grids, w, mid, ask)
+            ok[ask] = mid[ask] < _by_sigma(grids, mid, ask)
         end = np.where(ok, mid, end)
         start = np.where(ok, start, mid)
     sigma = np.where(done, 1.0, start)
-    value = _by_sigma(grids, w, sigma, all_rows)
+    value = _by_sigma(grids, sigma, all_rows)
     return (value, sigma) if return_sigma else value
