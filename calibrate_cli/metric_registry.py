@@ -26,7 +26,14 @@ field              shape        sum
 ``s99``            (b,)         #{i : conf_i ≥ 0.99}
 ``s99_correct``    (b,)         #{i : conf_i ≥ 0.99 and correct_i}
 ``classwise_gap``  (b, K', M)   per (class k, equal-width bin B_kb of p_ik): Σ_{i ∈ B_kb} ([y_i = k] − p_ik)
+``samples``        (b, N)       the samples themselves (:class:`WeightedSamples`): conf_i and
+                                correct_i sorted by confidence, with each row's multiplicities
 =================  ===========  ==================================================================
+
+``samples`` serves the metrics that are no sums of fixed per-sample terms (KS: a maximum over the
+prefix sums; SmoothECE: a kernel smoothing whose bandwidth is searched per row). Its weights are the
+multiplicities of each sample in a resample (ones for the point estimate), so such a metric is
+computed on every resample without building resampled arrays; it costs O(b·N) per batch.
 
 ``classwise_classes`` (b,), or None: the number of leading classes each row averages over when it
 differs by row (compat mode in the bootstrap: classes 0..max label drawn); None means all K' rows
@@ -48,6 +55,7 @@ import numpy as np
 __all__ = [
     "S99_THRESHOLD",
     "BinSums",
+    "WeightedSamples",
     "MetricSums",
     "MetricSpec",
     "METRICS",
@@ -73,6 +81,20 @@ class BinSums:
 
 
 @dataclass(frozen=True)
+class WeightedSamples:
+    """The samples sorted by increasing confidence (stable), with b rows of multiplicities.
+
+    conf     (N,) float64 top-label confidences, ascending
+    correct  (N,) float64 0/1 top-label correctness, in the same order
+    weights  (b, N) float64 multiplicity of each sample in each row (ones: the data themselves)
+    """
+
+    conf: np.ndarray
+    correct: np.ndarray
+    weights: np.ndarray
+
+
+@dataclass(frozen=True)
 class MetricSums:
     """The sufficient sums of a batch of b sample sets (see the module docstring for each field)."""
 
@@ -89,6 +111,7 @@ class MetricSums:
     s99_correct: np.ndarray | None = None
     classwise_gap: np.ndarray | None = None
     classwise_classes: np.ndarray | None = None
+    samples: WeightedSamples | None = None
     #: ``nll`` holds Σ (−log p / nll_scale): 1 normally; N when the plain sum would overflow float64
     #: (logits near 1e308), so the mean stays finite and exact
     nll_scale: float = 1.0
@@ -179,6 +202,48 @@ def _classwise_ece(s: MetricSums) -> np.ndarray:
     return (per_class * mask).sum(axis=1) / s.classwise_classes
 
 
+def _rms_ce(s: MetricSums) -> np.ndarray:
+    """√(Σ_b |B_b|/N·(acc_b − conf_b)²) = √((1/N) Σ_b (Σcorrect_b − Σconf_b)²/|B_b|), empty bins 0."""
+    count = s.width.count
+    gap = s.width.sum_correct - s.width.sum_conf
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_bin = np.where(count > 0, gap * gap / np.maximum(count, 1), 0.0)
+    return np.sqrt(per_bin.sum(axis=-1) / s.n)
+
+
+def _debiased_l2_ce(s: MetricSums) -> np.ndarray:
+    """Kumar et al. 2019: √max(0, Σ_b |B_b|/N·[(conf_b − acc_b)² − acc_b(1 − acc_b)/(|B_b| − 1)]).
+
+    Bins with fewer than 2 samples add 0 (their ``unbiased_square_ce``); acc_b(1 − acc_b)/(|B_b| − 1)
+    is the variance of the bin's mean correctness, whose expectation the plug-in square adds.
+    """
+    count = s.width.count
+    safe = np.maximum(count, 2)
+    acc, conf = s.width.sum_correct / safe, s.width.sum_conf / safe
+    term = (conf - acc) ** 2 - acc * (1.0 - acc) / (safe - 1)
+    square = np.where(count >= 2, count / s.n * term, 0.0).sum(axis=-1)
+    return np.sqrt(np.maximum(square, 0.0))
+
+
+def _ks_ce(s: MetricSums) -> np.ndarray:
+    """Gupta et al. 2021: max_t |(1/N) Σ_{i: conf_i ≤ t} (conf_i − correct_i)|, the maximum taken at
+    each distinct confidence (the end of each run of ties), so the order of tied samples is irrelevant."""
+    x = s.samples
+    last = np.append(x.conf[1:] != x.conf[:-1], True)  # the last sample of each run of equal confidences
+    out = np.empty(x.weights.shape[0])
+    step = max(1, (1 << 22) // max(x.conf.shape[0], 1))  # rows at a time: bounded (rows × N) memory
+    for r in range(0, out.shape[0], step):
+        prefix = np.cumsum(x.weights[r : r + step] * (x.conf - x.correct), axis=1)
+        out[r : r + step] = np.abs(prefix[:, last]).max(axis=1, initial=0.0)
+    return out / s.n
+
+
+def _smooth_ece(s: MetricSums) -> np.ndarray:
+    from .smooth_ece import smooth_ece
+
+    return smooth_ece(s.samples.conf, s.samples.correct, s.samples.weights)
+
+
 def _accuracy(s: MetricSums) -> np.ndarray:
     return s.correct / s.n
 
@@ -223,6 +288,22 @@ METRICS: tuple[MetricSpec, ...] = (
     _spec(
         "mce", "MCE", "max over non-empty equal-width bins of |acc − conf|",
         "Naeini et al. 2015", _mce, {"width"},
+    ),
+    _spec(
+        "rms_ce", "RMS-CE", "√(Σ_b |B_b|/N·(acc−conf)²) over the M equal-width bins of ECE",
+        "Hendrycks et al. 2019; Kumar et al. 2019 (plug-in ℓ2-CE)", _rms_ce, {"width"},
+    ),
+    _spec(
+        "debiased_l2_ce", "Debiased L2-CE", "√max(0, Σ_b |B_b|/N·[(acc−conf)² − acc(1−acc)/(|B_b|−1)]) (bins of ECE)",
+        "Kumar et al. 2019", _debiased_l2_ce, {"width"},
+    ),
+    _spec(
+        "ks_ce", "KS-CE", "max_t |Σ_{conf_i ≤ t} (conf_i − correct_i)|/N (top-label)",
+        "Gupta et al. 2021", _ks_ce, {"samples"},
+    ),
+    _spec(
+        "smooth_ece", "SmoothECE", "kernel-smoothed ECE at the bandwidth σ* = smECE_σ* (relplot.smECE)",
+        "Błasiok & Nakkiran 2023 (relplot)", _smooth_ece, {"samples"},
     ),
     _spec(
         "nll", "NLL", "mean −log p(true class) (natural log)",

@@ -28,6 +28,7 @@ from .metric_registry import (
     S99_THRESHOLD,
     BinSums,
     MetricSums,
+    WeightedSamples,
     metric_values,
     sums_needed,
 )
@@ -130,6 +131,11 @@ def summary_sums(
     if math.isinf(nll_sum):  # finite terms whose sum overflows (logits near 1e308): sum them divided by N
         nll_scale = float(s.n)
         nll_sum = np.sum(np.asarray(finite_nll, dtype=np.float64) / nll_scale)
+    samples = None
+    if "samples" in needed:  # sorted by confidence (stable), one row of unit weights
+        order = np.argsort(s.confidences, kind="stable")
+        conf = s.confidences[order].astype(np.float64)
+        samples = WeightedSamples(conf, s.correct[order].astype(np.float64), np.ones((1, s.n)))
     return MetricSums(
         n=s.n,
         width=_batch_of_one(width),
@@ -145,6 +151,7 @@ def summary_sums(
         s99_correct=one(np.count_nonzero(confident & s.correct)),
         classwise_gap=gap,
         classwise_classes=classes,
+        samples=samples,
     )
 
 

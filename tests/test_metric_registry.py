@@ -122,7 +122,8 @@ def test_render_reads_the_registry():
 
     assert render.PRETTY_NAMES == {s.name: s.display_name for s in METRICS}
     assert render.PERCENT_METRICS == {"accuracy", "error", "ece", "adaece", "classwise_ece", "mce", "top5_accuracy",
-                                      "mean_confidence", "s99_share", "s99_accuracy"}
+                                      "mean_confidence", "s99_share", "s99_accuracy",
+                                      "rms_ce", "debiased_l2_ce", "ks_ce", "smooth_ece"}
     assert render.format_value("nll", 0.25) == "0.2500" and render.format_value("ece", 0.25) == "25.00 %"
     assert "top5_accuracy" not in render.shown_metrics({"top5_accuracy": None})
     assert "s99_accuracy" in render.shown_metrics({"s99_accuracy": None})
@@ -145,7 +146,8 @@ _ALLOWED_LITERALS = {
     "cli/render.py": {"accuracy", "mean_confidence"},  # the per-bin table's columns and row keys
     "evaluate.py": {"ece", "adaece"},  # JSON keys of the two binnings (report.bins / adaptive_bins)
     "plots.py": {"ece", "adaece", "accuracy"},  # the reliability diagram annotates these three
-    "cli/eval.py": {"ece"},  # the ECE interval shown on `eval --plot`
+    "cli/eval.py": {"ece"},
+    "smooth_ece.py": {"smooth_ece"},  # __all__: the module's function name  # the ECE interval shown on `eval --plot`
     # the temperature search objectives and the search "nll" (own option values of calib temperature)
     "calibrators/base.py": {"ece", "nll", "adaece"},
     "calibrators/temperature.py": {"ece", "nll", "adaece"},

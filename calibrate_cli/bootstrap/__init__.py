@@ -21,6 +21,8 @@ is a weighted sum over them:
 - classwise-ECE sums w_i ([y_i = k] − p_ik) per (class, bin); the most populated bin of each class
   is obtained as the class total minus the other bins, so only the few (i, k) outside it are touched;
 - NLL, Brier, accuracy, top-5, mean confidence and S99 are weighted means (matrix products).
+- KS-CE and SmoothECE read the sorted samples with each resample's multiplicities
+  (``MetricSums.samples``): a weighted cumulative sum, and relplot's grids spread with weights.
 
 Resamples are processed in batches of ``batch_size`` rows of N multiplicities (two buffers of
 8 bytes × batch_size × N; the default keeps each near 64 MB); the results do not depend on the

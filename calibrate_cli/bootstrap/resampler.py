@@ -11,7 +11,15 @@ import numpy as np
 
 from ..binning import assign_bins, torch_linspace_edges, uniform_edges
 from ..devices import NumpyOps, array_ops
-from ..metric_registry import DENSE_SUMS, BinSums, MetricSums, metric_values, sums_needed
+from ..metric_registry import (
+    DENSE_SUMS,
+    METRIC_NAMES,
+    BinSums,
+    MetricSums,
+    WeightedSamples,
+    metric_values,
+    sums_needed,
+)
 from ..metrics import S99_THRESHOLD
 from ..summary import PredictionSummary
 
@@ -31,11 +39,13 @@ class Resampler:
     def __init__(self, summary: PredictionSummary, scores_probs: np.ndarray, n_bins: int, wanted=None):
         s = summary
         needed = sums_needed(wanted)  # the registry's sums behind the wanted metrics (default: all)
+        self.wanted = None if wanted is None else list(wanted)
         self.n, self.k, self.m = s.n, s.k, n_bins
         self.compat = s.compat
         self.lowest_closed = s.compat is None
         self.need_adaece = "mass" in needed
         self.need_dense = bool(needed & DENSE_SUMS)
+        self.need_samples = "samples" in needed
         self.classwise = "classwise_gap" in needed and s.classwise is not None
         n = self.n
         self.block = 256 if n <= (1 << 17) else 1024
@@ -50,6 +60,7 @@ class Resampler:
         conf64 = self.conf_sorted.astype(np.float64)
         correct = s.correct[o].astype(np.float64)
         self.labels_sorted = s.labels[o]
+        self.correct_sorted = correct
         # equal-width bins: contiguous ranges [starts[b], starts[b+1]) of the sorted order
         width_edges = torch_linspace_edges(n_bins) if s.compat else uniform_edges(n_bins)
         width_idx = assign_bins(self.conf_sorted, width_edges, lowest_closed=self.lowest_closed)
@@ -197,19 +208,23 @@ class Resampler:
         mass = None
         if self.need_adaece:
             mass = bin_sums(self._equal_mass_starts(self.equal_mass_edges(wb, block_prefix[:, :, 0])))
-        return self.reduce(width, mass, totals, side)
+        return self.reduce(width, mass, totals, side, w)
 
-    def reduce(self, width: tuple, mass: tuple | None, totals: np.ndarray, side: np.ndarray | None) -> dict:
+    def reduce(self, width: tuple, mass: tuple | None, totals: np.ndarray, side: np.ndarray | None, w=None) -> dict:
         """Metrics of a batch from its small per-resample sums (shared by the numpy and torch engines).
 
         width / mass: (count, Σconf, Σcorrect) per resample and bin, each (b, M); totals: the column
         sums (b, columns); side: the side sums of :meth:`count` (b, n_side), or None. They become the
         registry's :class:`~calibrate_cli.metric_registry.MetricSums`, and every metric is computed by
         the same function as the point estimate (NaN for a metric whose sums were not computed).
+        ``w`` (b, N_padded): the rows' multiplicities (numpy), for the metrics of the samples themselves.
         """
-        return metric_values(self.sums(width, mass, totals, side))
+        values = metric_values(self.sums(width, mass, totals, side, w), self.wanted)
+        if self.wanted is not None:  # the others stay NaN (not computed)
+            values = {name: values.get(name, np.full(totals.shape[0], np.nan)) for name in METRIC_NAMES}
+        return values
 
-    def sums(self, width: tuple, mass: tuple | None, totals: np.ndarray, side: np.ndarray | None) -> MetricSums:
+    def sums(self, width: tuple, mass: tuple | None, totals: np.ndarray, side: np.ndarray | None, w=None) -> MetricSums:
         """The registry's sufficient sums of a batch of resamples (leading axis: the resample)."""
         dense = dict.fromkeys(DENSE_SUMS)
         if self.need_dense:  # the columns nll (finite part), #inf nll, brier, top5, s99, s99·correct
@@ -228,8 +243,16 @@ class Resampler:
             conf=totals[:, 1],
             classwise_gap=gap,
             classwise_classes=classes,
+            samples=self._samples(w),
             **dense,
         )
+
+    def _samples(self, w) -> WeightedSamples | None:
+        """The sorted samples with the rows' multiplicities (KS, SmoothECE), when wanted."""
+        if not self.need_samples or w is None:
+            return None
+        weights = np.asarray(w, dtype=np.float64)[:, : self.n]
+        return WeightedSamples(self.conf_sorted.astype(np.float64), self.correct_sorted, weights)
 
     def _equal_mass_starts(self, edges):
         """Sorted-order start of each equal-mass bin of each resample, shape (b, M+1) (last = N)."""

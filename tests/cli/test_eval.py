@@ -52,6 +52,7 @@ def test_json_output_equals_the_library_call(runner, data):
     assert set(doc["metrics"]) == {
         "accuracy", "error", "ece", "adaece", "classwise_ece", "mce", "nll", "brier",
         "top5_accuracy", "mean_confidence", "s99_share", "s99_accuracy",
+        "rms_ce", "debiased_l2_ce", "ks_ce", "smooth_ece",  # issue 16: additions
     }
     assert doc["intervals"] == {} and doc["gates"] == []
     assert doc["inputs"]["scores"].endswith("logits.npy")

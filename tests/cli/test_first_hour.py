@@ -263,7 +263,8 @@ def test_narrow_terminal_keeps_one_line_per_metric(runner, sample, columns):
     result = run(runner, ["eval", sample["under"], sample["labels"]], env={"COLUMNS": str(columns)})
     assert result.exit_code == 0, result.stderr
     rows = metric_rows(result.stdout)
-    names = ["Accuracy", "Error", "ECE", "AdaECE", "Classwise-ECE", "MCE", "NLL", "Brier", "Top-5 accuracy",
+    names = ["Accuracy", "Error", "ECE", "AdaECE", "Classwise-ECE", "MCE",
+             "RMS-CE", "Debiased L2-CE", "KS-CE", "SmoothECE", "NLL", "Brier", "Top-5 accuracy",
              "Mean confidence", "S99 share", "S99 accuracy"]
     assert [r.split("│")[0].strip() for r in rows] == names
     assert all(len(r) <= columns for r in result.stdout.splitlines()[1:])
