@@ -44,19 +44,55 @@ __all__ = [
     "atomic_write",
     "split_source",
     "SUFFIXES",
+    "INPUT_FORMATS",
+    "InputFormat",
 ]
 
-SUFFIXES = (".npy", ".npz", ".pt", ".pth", ".csv")
-_KEYED = (".npz", ".pt", ".pth")
 MMAP_THRESHOLD_BYTES = 256 << 20
 _NPY_MAGIC = b"\x93NUMPY"
 
 
-_KEYED_SPLIT = re.compile(r"^(.*?\.(?:npz|pt|pth)):(.*)$", re.IGNORECASE | re.DOTALL)
+@dataclass(frozen=True)
+class InputFormat:
+    """One file type calib reads arrays from: ``load(path, key, label) -> np.ndarray``.
+
+    ``keyed``: the file holds several arrays, addressed as ``file.ext:KEY`` (``key`` None when not
+    given). ``load`` must never unpickle and must raise InputError (one line naming ``label``) for
+    every problem with the file. Adding a format is one loader and one entry in :data:`INPUT_FORMATS`
+    (docs/contributing.md, "Adding an input format").
+    """
+
+    load: Callable[[Path, "str | None", str], np.ndarray]
+    keyed: bool = False
+
+
+def _load_npy_source(path: Path, key, label: str) -> np.ndarray:
+    return _load_npy(path, label)
+
+
+def _load_csv_source(path: Path, key, label: str) -> np.ndarray:
+    table = _read_csv_table(path, label)
+    values = _numeric(table, list(range(table.width)), label)
+    return values[:, 0] if values.shape[1] == 1 else values
+
+
+#: suffix → format (lower case). The loaders are defined below; looked up at call time.
+INPUT_FORMATS: dict[str, InputFormat] = {
+    ".npy": InputFormat(_load_npy_source),
+    ".npz": InputFormat(lambda path, key, label: _load_npz(path, key, label), keyed=True),
+    ".pt": InputFormat(lambda path, key, label: _load_torch(path, key, label), keyed=True),
+    ".pth": InputFormat(lambda path, key, label: _load_torch(path, key, label), keyed=True),
+    ".csv": InputFormat(_load_csv_source),
+}
+SUFFIXES = tuple(INPUT_FORMATS)
+_KEYED = tuple(suffix for suffix, fmt in INPUT_FORMATS.items() if fmt.keyed)
+_KEYED_SPLIT = re.compile(
+    r"^(.*?(?:" + "|".join(re.escape(s) for s in _KEYED) + r")):(.*)$", re.IGNORECASE | re.DOTALL
+)
 
 
 def split_source(source: str | os.PathLike) -> tuple[Path, str | None]:
-    """``"run.npz:logits"`` → (Path("run.npz"), "logits"); keys only follow .npz/.pt/.pth.
+    """``"run.npz:logits"`` → (Path("run.npz"), "logits"); keys only follow keyed formats (.npz/.pt/.pth).
 
     The key starts after the first ``.npz:``/``.pt:``/``.pth:`` (so ``run.npz::x`` is the key
     ``":x"`` and ``run.npz:`` the empty key, both reported as bad keys of ``run.npz``), unless
@@ -521,17 +557,10 @@ def load_array(source: str | os.PathLike) -> np.ndarray:
     label = os.fspath(source)
     _check_readable(path, label)
     suffix = path.suffix.lower()
-    if suffix not in SUFFIXES:
-        raise InputError(f"{label}: unknown file type {suffix or '(none)'!r}; expected one of {', '.join(SUFFIXES)}")
-    if suffix == ".npy":
-        return _load_npy(path, label)
-    if suffix == ".npz":
-        return _load_npz(path, key, label)
-    if suffix in (".pt", ".pth"):
-        return _load_torch(path, key, label)
-    table = _read_csv_table(path, label)
-    values = _numeric(table, list(range(table.width)), label)
-    return values[:, 0] if values.shape[1] == 1 else values
+    fmt = INPUT_FORMATS.get(suffix)
+    if fmt is None:
+        raise InputError(f"{label}: unknown file type {suffix or '(none)'!r}; expected one of {', '.join(INPUT_FORMATS)}")
+    return fmt.load(path, key, label)
 
 
 def load_scores(source: str | os.PathLike, *, label_col: str | None = None) -> tuple[np.ndarray, np.ndarray | None]:

@@ -270,7 +270,7 @@ def _check_not_swapped(scores: np.ndarray, labels: np.ndarray, scores_name: str,
         return  # one-hot rows: genuinely labels
     raise InputError(
         f"{scores_name} looks like labels (a vector of whole numbers) and {labels_name} like scores "
-        f"(an {labels.shape[0]} × {labels.shape[1]} array of non-integer values): "
+        f"(a {labels.shape[0]} × {labels.shape[1]} array of non-integer values): "
         "are the scores and the labels given in the wrong order?"
     )
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -75,12 +74,10 @@ def test_histogram_with_too_few_samples_is_exit_2(runner, tmp_path):
     assert r.exit_code == 2 and "needs at least 75 fitting samples" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_method_all_on_the_sample_in_seconds(runner, tmp_path):
-    start = time.perf_counter()
+def test_method_all_on_the_sample(runner, tmp_path):
+    """Every applicable method in one table (its speed is measured by benchmarks/, not here)."""
     r = runner.invoke(cli, ["fit", *VAL, "--method", "all", "--test", *TEST, "-f", "json", "-o", str(tmp_path / "all.json")])
-    elapsed = time.perf_counter() - start
     assert r.exit_code == 0, r.stderr
-    assert elapsed < 60  # ~5 s alone on two cores; generous for a shared machine
     doc = json.loads((tmp_path / "all.json").read_text())
     assert set(doc["skipped"]) == {"platt", "beta"}  # K = 10: binary methods do not apply
     assert set(doc["methods"]) == {"temperature", "vector", "histogram", "histogram_mass", "isotonic", "matrix",
