@@ -21,9 +21,9 @@ import numpy as np
 
 from .binning import BinStats, SparseBinStats, assign_bins, torch_linspace_edges, uniform_edges
 from .errors import InputError
+from .kernels import check_engine, chunk_statistics
 from .parallel import map_chunks
 from .predictions import Predictions
-from .probabilities import softmax_and_log_normalizer
 
 COMPAT_FOCAL_CALIBRATION = "focal-calibration"
 COMPAT_MODES = (COMPAT_FOCAL_CALIBRATION,)
@@ -165,11 +165,16 @@ def summarize(
     compat: str | None = None,
     classwise: bool = True,
     scores_name: str = "scores",
+    engine: str | None = None,
 ) -> PredictionSummary:
     """Compute the per-sample quantities (and classwise bin statistics) of ``predictions``.
 
-    ``scores_name`` names the scores in errors (compat mode refuses scores beyond float32's range)."""
+    ``scores_name`` names the scores in errors (compat mode refuses scores beyond float32's range).
+    ``engine`` computes each chunk (:mod:`~calibrate_cli.kernels`): ``"numpy"``, or ``"fused"`` (one
+    compiled loop per chunk, needs numba; same numbers); None: ``$CALIB_ENGINE``, else fused when
+    numba is installed."""
     compat = check_compat(compat)
+    engine = check_engine(engine)
     n, k = predictions.n, predictions.k
     labels = predictions.labels
     is_logits = predictions.input_kind == "logits"
@@ -187,34 +192,20 @@ def summarize(
     def one_chunk(rows: slice):
         """Fill the per-sample arrays on ``rows``; return the chunk's classwise statistics."""
         y = labels[rows]
-        r = np.arange(y.shape[0])
         scores = predictions.scores[rows]
         if compat and scores.dtype.itemsize > 4:
             _check_float32_range(scores, rows.start, compat, scores_name)
-        if is_logits:
-            p, z, log_norm = softmax_and_log_normalizer(scores, dtype=work_dtype)
-            logp_y = z[r, y] - log_norm
-        else:
-            p = np.asarray(scores, dtype=work_dtype)
-            with np.errstate(divide="ignore"):
-                logp_y = np.log(p[r, y])
-        pred = p.argmax(axis=1)
-        confidences[rows] = p[r, pred]
-        correct[rows] = pred == y
-        nll[rows] = -logp_y.astype(np.float64)
-
+        conf, corr, nll_c, brier_c, top5_c, stats = chunk_statistics(
+            scores, y, edges, engine=engine, is_logits=is_logits, compat=compat, top5=top5 is not None,
+            classwise=classwise, lowest_closed=lowest_closed, work_dtype=work_dtype,
+        )
+        confidences[rows] = conf
+        correct[rows] = corr
+        nll[rows] = nll_c
+        brier[rows] = brier_c
         if top5 is not None:
-            # rank on the logits when given (softmax is monotone, and tiny probabilities that
-            # underflow to equal values would create ties that temperature could change)
-            ranked = z if is_logits else p
-            s_y = ranked[r, y][:, None]
-            cols = np.arange(k)[None, :]
-            rank = (ranked > s_y).sum(axis=1) + ((ranked == s_y) & (cols < y[:, None])).sum(axis=1)
-            top5[rows] = rank < 5
-        residual = p.astype(np.float64, copy=True)
-        residual[r, y] -= 1.0
-        brier[rows] = np.einsum("ij,ij->i", residual, residual)
-        return _class_bin_statistics(p, y, edges, lowest_closed) if classwise else None
+            top5[rows] = top5_c
+        return stats
 
     # chunks run in parallel; their classwise sums are added in chunk order (thread-count independent)
     for stats in map_chunks(one_chunk, predictions.row_chunks()):

@@ -1,0 +1,174 @@
+"""The fused (numba) engine of the summary pass reproduces the numpy engine.
+
+Every per-sample quantity and every classwise sum must be bit-identical, except the per-sample Brier
+term: numpy's ``einsum`` sums a row with SIMD lanes and fused multiply-adds whose order depends on
+the CPU, the fused loop sums sequentially, so the two differ by a few ulps (|Δ| ≤ K·2⁻⁵² · Σ terms,
+documented in docs/performance.md). Without numba these tests skip; the engine choice still works.
+"""
+
+import numpy as np
+import pytest
+
+from calibrate_cli import kernels
+from calibrate_cli.errors import InputError
+from calibrate_cli.evaluate import evaluate
+from calibrate_cli.predictions import as_predictions
+from calibrate_cli.summary import summarize
+
+needs_numba = pytest.mark.skipif(not kernels.HAVE_NUMBA, reason="numba is not installed (extra [fast])")
+
+
+def _assert_same(a, b):
+    for name in ("confidences", "correct", "nll", "top5"):
+        x, y = getattr(a, name), getattr(b, name)
+        if x is None:
+            assert y is None
+            continue
+        np.testing.assert_array_equal(x, y, err_msg=name)
+        assert x.dtype == y.dtype, name
+    # Brier: a different summation order within a row (see the module docstring): a few ulps of Σ_k terms
+    np.testing.assert_allclose(a.brier, b.brier, rtol=0, atol=a.k * 2.0**-52 * 2.0)
+    if a.classwise is None:
+        assert b.classwise is None
+        return
+    for name in ("count", "sum_conf", "sum_correct"):
+        np.testing.assert_array_equal(getattr(a.classwise, name), getattr(b.classwise, name), err_msg=name)
+
+
+def _both(scores, labels, kind="logits", **kw):
+    p = as_predictions(scores, labels, kind)
+    return summarize(p, engine="numpy", **kw), summarize(p, engine="fused", **kw)
+
+
+@needs_numba
+@pytest.mark.parametrize("k", [2, 3, 7, 10, 100, 300])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_random_logits(k, dtype):
+    rng = np.random.default_rng(k)
+    n = 3000
+    logits = (rng.standard_normal((n, k)) * 3).astype(dtype)
+    labels = rng.integers(0, k, n)
+    _assert_same(*_both(logits, labels))
+
+
+@needs_numba
+def test_ties_and_rounded_logits():
+    """Integer logits: ties everywhere (argmax lowest index, top-5 rank ties, equal probabilities)."""
+    rng = np.random.default_rng(1)
+    logits = rng.integers(-2, 3, (4000, 12)).astype(np.float32)
+    labels = rng.integers(0, 12, 4000)
+    a, b = _both(logits, labels)
+    assert (logits == logits.max(axis=1, keepdims=True)).sum(axis=1).max() > 1  # the case is exercised
+    _assert_same(a, b)
+
+
+@needs_numba
+def test_probabilities_on_bin_edges_and_confidence_one():
+    """Probabilities exactly on the edges b/M, a confidence of 1.0 and true-class probabilities of 0."""
+    m = 10
+    rows = [[0.3, 0.7], [0.1, 0.9], [0.0, 1.0], [1.0, 0.0], [0.5, 0.5], [0.2, 0.8], [0.6, 0.4]]
+    probs = np.array(rows * 50)
+    labels = np.tile([0, 1, 0, 1, 1, 0, 0], 50)
+    with np.errstate(divide="ignore"):
+        a, b = _both(probs, labels, "probs", n_bins=m)
+    assert np.isinf(a.nll).any() and (a.confidences == 1.0).any()
+    _assert_same(a, b)
+    rng = np.random.default_rng(2)
+    k = 10
+    p = rng.integers(0, m + 1, (500, k)).astype(np.float64)
+    p[:, 0] += (p.sum(axis=1) == 0)  # no all-zero rows
+    p /= p.sum(axis=1, keepdims=True)
+    p = np.round(p * m) / m  # many values on edges
+    p[:, -1] = 1.0 - p[:, :-1].sum(axis=1)
+    keep = (p >= 0).all(axis=1)
+    p, y = p[keep], rng.integers(0, k, keep.sum())
+    with np.errstate(divide="ignore"):
+        _assert_same(*_both(p, y, "probs", n_bins=m))
+
+
+@needs_numba
+@pytest.mark.parametrize("kind", ["logits", "probs"])
+def test_one_dimensional_scores_and_single_sample(kind):
+    rng = np.random.default_rng(3)
+    s = rng.standard_normal(1000) * 4 if kind == "logits" else rng.random(1000)
+    y = rng.integers(0, 2, 1000)
+    _assert_same(*_both(s, y, kind))
+    _assert_same(*_both(s[:1], y[:1], kind))
+    _assert_same(*_both(rng.standard_normal((1, 10)), [3]))
+
+
+@needs_numba
+def test_extreme_logits():
+    """Logits near ±1e308: x − max overflows to −inf, whose exp is 0 (as in numpy)."""
+    logits = np.array([[1e308, -1e308, 0.0], [-1e308, -1e308, -1e308], [5.0, 5.0, -1e300]])
+    _assert_same(*_both(logits, [1, 2, 0]))
+
+
+@needs_numba
+def test_sparse_classwise_and_no_classwise():
+    rng = np.random.default_rng(4)
+    logits = rng.standard_normal((20, 5000)).astype(np.float32)  # K·M ≫ N·K: sparse classwise table
+    labels = rng.integers(0, 5000, 20)
+    _assert_same(*_both(logits, labels, n_bins=1000))
+    _assert_same(*_both(logits, labels, classwise=False))
+
+
+@needs_numba
+def test_thread_count_independent(monkeypatch):
+    rng = np.random.default_rng(5)
+    logits = rng.standard_normal((300_000, 10)).astype(np.float32)  # several chunks
+    labels = rng.integers(0, 10, 300_000)
+    results = []
+    for threads in ("1", "2", "5"):
+        monkeypatch.setenv("CALIB_THREADS", threads)
+        monkeypatch.setenv(kernels.ENGINE_ENV, "fused")
+        results.append(evaluate(logits, labels).metrics)
+    assert results[0] == results[1] == results[2]
+
+
+@needs_numba
+def test_evaluate_metrics_agree(monkeypatch):
+    rng = np.random.default_rng(6)
+    logits = rng.standard_normal((50_000, 20)).astype(np.float32) * 2
+    labels = rng.integers(0, 20, 50_000)
+    monkeypatch.setenv(kernels.ENGINE_ENV, "numpy")
+    a = evaluate(logits, labels).metrics
+    monkeypatch.setenv(kernels.ENGINE_ENV, "fused")
+    b = evaluate(logits, labels).metrics
+    for key in a:
+        if key == "brier":
+            assert b[key] == pytest.approx(a[key], rel=1e-14), key
+        else:
+            assert a[key] == b[key], key
+
+
+def test_compat_mode_takes_the_numpy_engine():
+    rng = np.random.default_rng(7)
+    logits = rng.standard_normal((500, 10)).astype(np.float32)
+    labels = rng.integers(0, 10, 500)
+    p = as_predictions(logits, labels)
+    a = summarize(p, compat="focal-calibration", engine="numpy")
+    engine = "fused" if kernels.HAVE_NUMBA else "numpy"
+    b = summarize(p, compat="focal-calibration", engine=engine)
+    assert b.confidences.dtype == np.float32
+    for name in ("confidences", "correct", "nll", "brier", "top5"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+
+
+def test_engine_choice(monkeypatch):
+    monkeypatch.setenv(kernels.ENGINE_ENV, "numpy")
+    assert kernels.default_engine() == "numpy"
+    monkeypatch.setenv(kernels.ENGINE_ENV, "gpu")
+    with pytest.raises(InputError, match="CALIB_ENGINE"):
+        kernels.default_engine()
+    monkeypatch.delenv(kernels.ENGINE_ENV)
+    assert kernels.default_engine() == ("fused" if kernels.HAVE_NUMBA else "numpy")
+    with pytest.raises(InputError, match="engine"):
+        kernels.check_engine("cuda")
+
+
+def test_fused_without_numba_is_an_error(monkeypatch):
+    monkeypatch.setattr(kernels, "HAVE_NUMBA", False)
+    with pytest.raises(InputError, match="numba"):
+        kernels.check_engine("fused")
+    assert kernels.default_engine() == "numpy"
