@@ -172,10 +172,10 @@ def summarize(
     ``scores_name`` names the scores in errors (compat mode refuses scores beyond float32's range).
     ``engine`` computes each chunk (:mod:`~calibrate_cli.kernels`): ``"numpy"``, or ``"fused"`` (one
     compiled loop per chunk, needs numba; same numbers); None: ``$CALIB_ENGINE``, else fused when
-    numba is installed."""
+    numba is installed and the input is large (:data:`~calibrate_cli.kernels.FUSED_MIN_VALUES`)."""
     compat = check_compat(compat)
-    engine = check_engine(engine)
     n, k = predictions.n, predictions.k
+    engine = check_engine(engine, n * k)
     labels = predictions.labels
     is_logits = predictions.input_kind == "logits"
     work_dtype = np.float32 if compat else np.float64

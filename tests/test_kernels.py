@@ -163,6 +163,9 @@ def test_engine_choice(monkeypatch):
         kernels.default_engine()
     monkeypatch.delenv(kernels.ENGINE_ENV)
     assert kernels.default_engine() == ("fused" if kernels.HAVE_NUMBA else "numpy")
+    # by size: small inputs stay on numpy (numba's import would cost more than the pass saves)
+    assert kernels.default_engine(kernels.FUSED_MIN_VALUES - 1) == "numpy"
+    assert kernels.default_engine(kernels.FUSED_MIN_VALUES) == ("fused" if kernels.HAVE_NUMBA else "numpy")
     with pytest.raises(InputError, match="engine"):
         kernels.check_engine("cuda")
 
