@@ -60,7 +60,7 @@ def binary(n=500, seed=4):
 
 
 def test_the_registry_names_every_method_and_search():
-    assert set(CALIBRATORS) == {"temperature", "platt", "vector", "histogram", "histogram_mass", "isotonic", "beta",
+    assert set(CALIBRATORS) == {"temperature", "platt", "vector", "histogram", "histogram_mass", "isotonic", "bbq", "beta",
                                 "matrix", "dirichlet", "ensemble_ts"}
     assert SEARCHES == ("grid", "nll", "platt", "vector")
     for name, cls in CALIBRATORS.items():

@@ -7,12 +7,16 @@ full K × K matrix W and a bias b:
 - ``dirichlet``: x = log softmax(z), the log-probabilities (the Dirichlet calibration map of
   Kull et al. 2019, "Beyond temperature scaling", NeurIPS; its identity is W = I, b = 0).
 
-(W, b) minimise, by L-BFGS on the full batch in float64 with the analytic gradient, the mean NLL plus
+(W, b) minimise, on the full batch in float64 with the analytic gradient and Hessian, the mean NLL plus
 the ODIR regulariser (Off-Diagonal and Intercept Regularisation, Kull et al. 2019, §3.2)::
 
     L(W, b) = (1/N) Σ_i −log softmax(W x_i + b)_{y_i} + λ/(K(K−1)) Σ_{j≠l} W_jl² + μ/K Σ_j b_j²
 
 ∂L/∂W = (1/N) (Q − Y)ᵀ X + 2λ/(K(K−1)) offdiag(W), ∂L/∂b = (1/N) Σ_i (q_i − e_{y_i}) + 2μ/K b.
+The Hessian of the NLL term is (1/N) Σ_i (diag(q_i) − q_i q_iᵀ) ⊗ x̃_i x̃_iᵀ with x̃_i = (x_i, 1); the objective
+is convex, and Newton's method (scipy's trust-exact) reaches its minimum in ~20 steps where L-BFGS-B
+took ~5000 on the sample model's Dirichlet fit (the overfitted optimum is very flat). Above a size
+budget (:data:`~._solve.NEWTON_BUDGET`, N · (K² + K)²) the fit falls back to L-BFGS-B.
 The diagonal is free (a temperature per class costs nothing); λ and μ pull the rest towards 0 (the
 paper picks them by cross-validation; here they are given, default ``DEFAULT_ODIR`` = 1e-2 each).
 These maps can change predictions. The fit starts at the identity (W = I, b = 0), and a solver that
@@ -25,9 +29,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
+from ._solve import newton_affordable, one_blas_thread
 from .base import Calibrator, FitData, FitInfo, Progress, json_number, json_numbers
 
-__all__ = ["DEFAULT_ODIR", "DirichletCalibration", "MatrixScaling", "odir_objective"]
+__all__ = ["DEFAULT_ODIR", "DirichletCalibration", "MatrixScaling", "odir_hessian", "odir_objective"]
 
 DEFAULT_ODIR = 1e-2
 
@@ -52,6 +57,36 @@ def odir_objective(x: np.ndarray, labels: np.ndarray, w: np.ndarray, b: np.ndarr
     dw = g.T @ x + 2.0 * lam / pairs * off
     db = g.sum(axis=0) + 2.0 * mu / k * b
     return value, dw, db
+
+
+def odir_hessian(x: np.ndarray, labels: np.ndarray, w: np.ndarray, b: np.ndarray, lam: float, mu: float) -> np.ndarray:
+    """The Hessian of :func:`odir_objective` in the parameters θ = (W row by row, b), float64,
+    (K² + K) × (K² + K); accumulated over row chunks (the labels do not enter it)::
+
+        ∂²L/∂Θ_ja ∂Θ_lc = (1/N) Σ_i (q_ij δ_jl − q_ij q_il) x̃_ia x̃_ic  (+ the ODIR diagonal)
+
+    with Θ = [W | b] (K × (K + 1)) and x̃_i = (x_i, 1).
+    """
+    n, k = x.shape
+    a = k + 1
+    p = k * a
+    h = np.zeros((p, p))
+    step = max(1, (1 << 22) // p)
+    for start in range(0, n, step):
+        xc = np.asarray(x[start:start + step], dtype=np.float64)
+        q = np.exp(_log_softmax(xc @ w.T + b))
+        xt = np.concatenate([xc, np.ones((xc.shape[0], 1))], axis=1)
+        g = (q[:, :, None] * xt[:, None, :]).reshape(xc.shape[0], p)
+        h -= g.T @ g
+        for j in range(k):
+            h[j * a:(j + 1) * a, j * a:(j + 1) * a] += (xt * q[:, j:j + 1]).T @ xt
+    h /= n
+    order = np.concatenate([(np.arange(k)[:, None] * a + np.arange(k)[None, :]).ravel(), np.arange(k) * a + k])
+    h = h[np.ix_(order, order)]
+    h[np.diag_indices(p)] += np.concatenate(
+        [(2.0 * lam / (k * (k - 1)) * (1.0 - np.eye(k))).ravel(), np.full(k, 2.0 * mu / k)]
+    )
+    return h
 
 
 class MatrixScaling(Calibrator):
@@ -96,9 +131,18 @@ class MatrixScaling(Calibrator):
             return value, np.concatenate([dw.ravel(), db])
 
         theta0 = np.concatenate([np.eye(k).ravel(), np.zeros(k)])
-        at_identity = fun(theta0)[0]
-        result = minimize(fun, theta0, jac=True, method="L-BFGS-B",
-                          options={"maxiter": 10000, "maxfun": 50000, "ftol": 1e-13, "gtol": 1e-7})
+        newton = newton_affordable(data.n, k * k + k)
+        with one_blas_thread():
+            at_identity = fun(theta0)[0]
+            if newton:
+                def hess(theta):
+                    return odir_hessian(x, labels, theta[: k * k].reshape(k, k), theta[k * k:], self.odir_lambda, self.odir_mu)
+
+                result = minimize(fun, theta0, jac=True, hess=hess, method="trust-exact",
+                                  options={"maxiter": 500, "gtol": 1e-9})
+            else:
+                result = minimize(fun, theta0, jac=True, method="L-BFGS-B",
+                                  options={"maxiter": 10000, "maxfun": 50000, "ftol": 1e-13, "gtol": 1e-7})
         warnings = []
         gradient = float(np.max(np.abs(result.jac)))
         if not result.success and gradient > 1e-5:
@@ -107,7 +151,7 @@ class MatrixScaling(Calibrator):
             raise InputError(f"{data.scores_name}: the {self.title} fit diverged (non-finite parameters)")
         self.w_, self.b_ = result.x[: k * k].reshape(k, k).copy(), result.x[k * k:].copy()
         return FitInfo(self.objectives[0], float(result.fun), at_identity, data.n, data.k,
-                       {"iterations": int(result.nit), "calls": calls[0], "lambda": self.odir_lambda, "mu": self.odir_mu,
+                       {"iterations": int(result.nit), "calls": calls[0], "method": "trust-exact" if newton else "L-BFGS-B", "lambda": self.odir_lambda, "mu": self.odir_mu,
                         "regularised": True},
                        warnings=tuple(warnings))
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import InputError
 from .base import Calibrator
+from .bbq import BBQCalibration
 from .beta import BetaCalibration
 from .ensemble import EnsembleTemperatureScaling
 from .histogram import EqualMassHistogramBinning, HistogramBinning
@@ -33,6 +34,7 @@ CALIBRATORS.update({
         HistogramBinning,
         EqualMassHistogramBinning,
         IsotonicCalibration,
+        BBQCalibration,
         BetaCalibration,
         MatrixScaling,
         DirichletCalibration,

@@ -1,7 +1,10 @@
 """Vector scaling (Guo et al. 2017): z'_k = w_k z_k + b_k, one scale and one bias per class.
 
-(w, b) minimise the mean NLL on the fitting set by L-BFGS-B with the analytic gradient; the biases
-are defined up to a constant and are centred. Unlike a temperature, vector scaling can change
+(w, b) minimise the mean NLL on the fitting set by Newton's method (scipy's trust-exact) with the
+analytic gradient and Hessian (2K × 2K, accumulated over row chunks: for the parameters θ = (w, b),
+features f_i = (z_i, 1) and classes c = (1..K, 1..K), H = (1/N) Σ_i [δ_{c c'} q_{i c} − q_{i c} q_{i c'}] f_i f_iᵀ),
+or by L-BFGS-B above the size budget of :data:`~._solve.NEWTON_BUDGET`; the biases are defined up to a
+constant and are centred. Unlike a temperature, vector scaling can change
 predictions. Saved as ``{"method": "vector", "k": K, "vector": {"w": [K], "b": [K]}}``.
 
 >>> import numpy as np
@@ -15,6 +18,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..predictions import row_chunks
+from ._solve import newton_affordable, one_blas_thread
 from .base import Calibrator, FitData, FitInfo, Progress, Search, json_numbers
 
 __all__ = ["VectorScaling"]
@@ -41,6 +45,24 @@ def _vector_pass(data: FitData, w: np.ndarray, b: np.ndarray, with_grad: bool = 
     return total / data.n, gw / data.n, gb / data.n
 
 
+def _vector_hessian(data: FitData, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The Hessian of the mean NLL of softmax(w ⊙ z + b) in θ = (w, b): see the module docstring."""
+    k = data.k
+    h = np.zeros((2 * k, 2 * k))
+    same = np.tile(np.eye(k), (2, 2)) > 0  # δ_{c c'}
+    for rows in row_chunks(data.n, data.k):
+        z = data.rows(rows)
+        x = z * w + b
+        x -= x.max(axis=1, keepdims=True)
+        q = np.exp(x)
+        q /= q.sum(axis=1, keepdims=True)
+        f = np.concatenate([z, np.ones_like(z)], axis=1)
+        qc = np.concatenate([q, q], axis=1)
+        g = f * qc
+        h += np.where(same, g.T @ f, 0.0) - g.T @ g
+    return h / data.n
+
+
 def _fit_vector(data: FitData, progress) -> tuple[dict, list[str]]:
     from scipy.optimize import minimize
 
@@ -56,11 +78,18 @@ def _fit_vector(data: FitData, progress) -> tuple[dict, list[str]]:
         return value, np.concatenate([gw, gb])
 
     theta0 = np.concatenate([np.ones(k), np.zeros(k)])
-    result = minimize(fun, theta0, jac=True, method="L-BFGS-B",
-                      options={"maxiter": 5000, "maxfun": 20000, "ftol": 1e-15, "gtol": 1e-9})
+    newton = newton_affordable(data.n, 2 * k)
+    with one_blas_thread():
+        if newton:
+            result = minimize(fun, theta0, jac=True, hess=lambda t: _vector_hessian(data, t[:k], t[k:]),
+                              method="trust-exact", options={"maxiter": 500, "gtol": 1e-10})
+        else:
+            result = minimize(fun, theta0, jac=True, method="L-BFGS-B",
+                              options={"maxiter": 5000, "maxfun": 20000, "ftol": 1e-15, "gtol": 1e-9})
     warnings = []
-    if not result.success and "ABNORMAL" not in str(result.message).upper():
-        warnings.append(f"vector scaling did not converge ({result.message})")
+    gradient = float(np.max(np.abs(result.jac)))
+    if not result.success and "ABNORMAL" not in str(result.message).upper() and gradient > 1e-7:
+        warnings.append(f"vector scaling did not converge ({result.message}; largest gradient {gradient:.2g})")
     w = result.x[:k]
     b = result.x[k:] - result.x[k:].mean()  # the biases are defined up to a constant; centre them
     return {"w": [float(v) for v in w], "b": [float(v) for v in b], "iterations": int(result.nit)}, warnings

@@ -90,7 +90,8 @@ def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_bi
     VAL_SCORES / VAL_LABELS: the fitting (validation) set, files as in `calib eval`. --method picks
     the map (default temperature: the paper's grid of T by ECE, as `calib temperature`); the table is
     the same Pre / Post comparison. Methods: temperature, platt (binary), vector, histogram and
-    histogram_mass (binning, --n-bins bins), isotonic, beta (binary), matrix and dirichlet (ODIR),
+    histogram_mass (binning, --n-bins bins), isotonic, bbq (Bayesian binning into quantiles), beta
+    (binary), matrix and dirichlet (ODIR),
     ensemble_ts; formulas and references in docs/calibrators.md.
 
     --method all fits every method that applies (the others are named on stderr with the reason) and

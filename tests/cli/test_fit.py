@@ -40,7 +40,7 @@ def test_fit_temperature_prints_the_table_of_calib_temperature(runner):
     assert a.stdout == b.stdout
 
 
-@pytest.mark.parametrize("method", ["isotonic", "histogram", "dirichlet", "ensemble_ts"])
+@pytest.mark.parametrize("method", ["isotonic", "histogram", "bbq", "dirichlet", "ensemble_ts"])
 def test_fit_saves_a_calibrator_that_eval_and_plot_apply(runner, tmp_path, method):
     paths, _, _ = _write(tmp_path)
     out = tmp_path / "c.json"
@@ -80,7 +80,7 @@ def test_method_all_on_the_sample(runner, tmp_path):
     assert r.exit_code == 0, r.stderr
     doc = json.loads((tmp_path / "all.json").read_text())
     assert set(doc["skipped"]) == {"platt", "beta"}  # K = 10: binary methods do not apply
-    assert set(doc["methods"]) == {"temperature", "vector", "histogram", "histogram_mass", "isotonic", "matrix",
+    assert set(doc["methods"]) == {"temperature", "vector", "histogram", "histogram_mass", "isotonic", "bbq", "matrix",
                                    "dirichlet", "ensemble_ts"}
     # the best per column, recomputed from the JSON (lower is better for every default column)
     rows = {"uncalibrated": doc["uncalibrated"]["metrics"], **{m: d["metrics"] for m, d in doc["methods"].items()}}

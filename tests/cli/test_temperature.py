@@ -329,7 +329,7 @@ def test_plot_with_a_saved_vector_fit(files, tmp_path):
         ({"ece": 0.1}, "no saved calibration"),
         ({"search": "platt", "temperature": None}, "a platt calibration needs its parameters under \"platt\""),
         ({"method": "vector", "vector": {"w": [1, 2], "b": [0]}}, "same length"),
-        ({"method": "bbq"}, "unknown calibration method 'bbq'"),
+        ({"method": "enir"}, "unknown calibration method 'enir'"),  # (bbq became a method)
         ([1.5], "expected a JSON object"),
     ],
 )
