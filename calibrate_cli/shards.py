@@ -21,6 +21,7 @@ task (loading its own shard where it runs) and the summaries merge here, on the 
 from __future__ import annotations
 
 import contextlib
+import logging
 from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, Iterable, Sequence
 
@@ -236,8 +237,9 @@ def dask_client(scheduler: str | None = None, *, n_workers: int = 2):
         with Client(scheduler, timeout=CONNECT_TIMEOUT_S) as client:
             yield client
         return
-    with LocalCluster(
-        n_workers=n_workers, threads_per_worker=1, processes=False, dashboard_address=None
+    with LocalCluster(  # quiet: a shard's error reaches the caller as its own exception, logged nowhere
+        n_workers=n_workers, threads_per_worker=1, processes=False, dashboard_address=None,
+        silence_logs=logging.CRITICAL,
     ) as cluster, Client(cluster) as client:
         yield client
 

@@ -200,12 +200,16 @@ def test_dask_local_cluster_equals_local():
     logits, labels = _logits(3000, 10, seed=7)
     shards = _split(logits, labels, (1000, 500, 1500))
     local = summarize_shards(shards)
+    from distributed import get_task_stream
+
     start = time.perf_counter()
     with dask_client() as client:
-        remote = summarize_shards(shards, client=client)
+        with get_task_stream(client) as stream:  # the tasks the cluster's workers ran
+            remote = summarize_shards(range(3), load=shards.__getitem__, client=client)
         with pytest.raises(InputError, match="^shard 2 of 2: .*labels but"):
             summarize_shards([shards[0], (logits[:10], labels[:11])], client=client)
     print(f"dask LocalCluster: {time.perf_counter() - start:.2f} s")
     for name in ("labels", "confidences", "correct", "nll", "brier", "top5"):
         np.testing.assert_array_equal(getattr(remote.summary, name), getattr(local.summary, name))
     _assert_bins_identical(remote.summary.classwise, local.summary.classwise)  # same merge, same order
+    assert len(stream.data) == 3, stream.data  # one task per shard

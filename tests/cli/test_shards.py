@@ -2,6 +2,7 @@
 concatenation (classwise-ECE to float64 rounding, see tests/test_shards.py; everything else exact)."""
 
 import json
+import subprocess
 import sys
 
 import numpy as np
@@ -158,3 +159,18 @@ def test_unreachable_scheduler_is_one_line(runner, shards, monkeypatch):
     d = shards
     result = run(runner, d / "preds", d / "labels", "--engine", "dask", "--scheduler", "tcp://127.0.0.1:9")
     assert_one_line_error(result, "--scheduler tcp://127.0.0.1:9: cannot reach the Dask scheduler")
+
+
+def test_dask_shard_error_is_one_line_in_a_real_process(shards):
+    """No worker log ("Compute Failed", tracebacks) on the real stderr: only calib's line."""
+    pytest.importorskip("distributed")
+    d = shards
+    np.save(d / "labels" / "y_03.npy", np.zeros(5, dtype=np.int64))
+    calib = [sys.executable, "-c", "import sys; sys.argv[0] = 'calib'; from calibrate_cli.cli import main; main()"]
+    done = subprocess.run(
+        [*calib, "eval", str(d / "preds"), str(d / "labels"), "--engine", "dask"], capture_output=True, text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "shard 4 of 4" in lines[0] and "y_03.npy: 5 labels" in lines[0], done.stderr
