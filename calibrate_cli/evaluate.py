@@ -7,11 +7,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .binning import BinStats
+from .errors import InputError
 from .metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins, metrics_from_summary
 from .predictions import InputKind, Predictions, as_predictions
 from .summary import PredictionSummary, check_compat, summarize
 
-__all__ = ["EvalReport", "SummarizedData", "evaluate", "conventions", "summarize_data"]
+__all__ = ["EvalReport", "SummarizedData", "evaluate", "conventions", "report_from_summary", "summarize_data"]
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,29 @@ def evaluate(
     data = summarize_data(
         scores, labels, input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=scores_name, labels_name=labels_name
     )
-    predictions, summary, compat = data.predictions, data.summary, data.summary.compat
+    return report_from_summary(
+        data.summary, input_kind=input_kind, n_bins=n_bins, scores_name=scores_name, predictions=data.predictions,
+        bootstrap=bootstrap, ci_level=ci_level, ci_method=ci_method, seed=seed, device=device, progress=progress,
+    )
+
+
+def report_from_summary(
+    summary: PredictionSummary,
+    *,
+    input_kind: InputKind = "logits",
+    n_bins: int = DEFAULT_N_BINS,
+    scores_name: str = "scores",
+    predictions: Predictions | None = None,
+    bootstrap: int = 0,
+    ci_level: float | None = None,
+    ci_method: str | None = None,
+    seed=None,
+    device: str | None = None,
+    progress=None,
+) -> EvalReport:
+    """The :class:`EvalReport` of one summary pass (of one data set, or of merged shards:
+    :mod:`calibrate_cli.shards`). ``bootstrap=B`` also needs the validated ``predictions``."""
+    compat = summary.compat
     width = equal_width_bins(summary.confidences, summary.correct, n_bins, compat=compat)
     mass = equal_mass_bins(summary.confidences, summary.correct, n_bins, compat=compat)
     metrics = metrics_from_summary(summary, n_bins, width=width, mass=mass)
@@ -154,11 +177,14 @@ def evaluate(
         )
     intervals, settings = {}, None
     if bootstrap:
+        if predictions is None:
+            raise InputError("the bootstrap needs the samples themselves, not only their summary")
+        data = SummarizedData(predictions, summary)
         intervals, settings = _bootstrap(data, metrics, n_bins, bootstrap, ci_level, ci_method, seed, device, progress)
     per_class = summary.classwise.calibration_error()
     return EvalReport(
-        n=predictions.n,
-        k=predictions.k,
+        n=summary.n,
+        k=summary.k,
         n_bins=n_bins,
         input_kind=input_kind,
         compat=compat,

@@ -32,6 +32,8 @@ __all__ = [
     "load_array",
     "load_scores",
     "load_labels",
+    "list_shards",
+    "load_shard",
     "read_scores",
     "ScoresFile",
     "AmbiguousHeaderError",
@@ -590,6 +592,52 @@ def load_labels(
         cells = [row[0].strip() for row in table.rows]
         return _labels_from_cells(cells, table.lines, label, table.column_name(0), classes)
     return _numeric(table, list(range(table.width)), label)
+
+
+# ------------------------------------------------------------------------------------------ shards
+_GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+def list_shards(source: str | os.PathLike) -> list[str] | None:
+    """The files of a sharded input, or None when ``source`` is one file.
+
+    A glob pattern (``preds/x_*.npy``; ``*``, ``?``, ``[...]``) gives the regular files it matches, a
+    directory its ``.npy`` files, both sorted by name (plain string order: zero-pad shard numbers,
+    x_02 before x_10). A path that exists as a file is one file, whatever its characters."""
+    text = os.fspath(source)
+    if not text:
+        return None  # Path("") is ".": the loader says "empty file name"
+    path = Path(text)
+    if path.is_dir():
+        files = sorted(os.fspath(p) for p in path.iterdir() if p.suffix.lower() == ".npy" and p.is_file())
+        if not files:
+            raise InputError(f"{text}: a directory without .npy files (shards are read from its .npy files)")
+        return files
+    if path.exists() or not _GLOB_CHARS.search(text):
+        return None
+    import glob
+
+    files = sorted(p for p in glob.glob(text) if Path(p).is_file())
+    if not files:
+        raise InputError(f"{text}: no file matches this pattern")
+    return files
+
+
+def load_shard(
+    scores: str,
+    labels: str | None,
+    *,
+    label_col: str | None = None,
+    score_cols: str | None = None,
+    header: bool | None = None,
+) -> tuple:
+    """(scores, labels, scores_name, labels_name) of one shard: SCORES' file and LABELS' file (or
+    SCORES' ``label_col`` column), as :func:`read_scores` and :func:`load_labels` read them."""
+    found = read_scores(scores, label_col=label_col, score_cols=score_cols, header=header)
+    if found.labels is not None:
+        return found.scores, found.labels, scores, f"{scores}[{label_col}]"
+    n = found.scores.shape[0] if found.scores.ndim >= 1 else None
+    return found.scores, load_labels(labels, header=header, classes=found.class_names, expected_rows=n), scores, labels
 
 
 # ----------------------------------------------------------------------------------------- outputs

@@ -37,7 +37,6 @@ import os
 
 import numpy as np
 
-from .binning import assign_bins
 from .errors import InputError
 from .probabilities import softmax_and_log_normalizer
 

@@ -62,7 +62,7 @@ class PredictionSummary:
 
 
 #: K·M up to this many cells are kept dense (whatever N); beyond, only when K·M ≤ N·K (the input's size)
-_DENSE_CELLS = 1 << 20
+DENSE_CELLS = 1 << 20
 
 
 def _class_bin_statistics(p: np.ndarray, labels: np.ndarray, edges: np.ndarray, lowest_closed: bool) -> tuple:
@@ -99,7 +99,7 @@ class _ClassTotals:
 
     def __init__(self, n: int, k: int, m: int) -> None:
         self.k, self.m = k, m
-        self.dense = k * m <= max(n * k, _DENSE_CELLS)
+        self.dense = k * m <= max(n * k, DENSE_CELLS)
         if self.dense:
             self.count = np.zeros((k, m), dtype=np.int64)
             self.sum_p = np.zeros((k, m))

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 
 import click
 
 from .._version import __version__
+from ..errors import InputError
 from ..evaluate import evaluate
 from ..gates import check_gates
 from . import render
@@ -25,6 +28,7 @@ from .options import (
     parse_gates,
     plot_option,
     scores_and_labels,
+    shard_inputs,
 )
 
 #: show a progress bar when B × N exceeds this (about a second of work)
@@ -108,6 +112,16 @@ def render_report(
 )
 @bootstrap_options()
 @gate_on_option
+@click.option(
+    "--engine", type=click.Choice(["local", "dask"]), default="local", show_default=True,
+    help="Where shard summaries are computed: here, or as Dask tasks (one per shard, each reading its own "
+    "files) on a LocalCluster or on --scheduler's cluster; needs the [dask] extra.",
+)
+@click.option(
+    "--scheduler", metavar="ADDRESS",
+    help="With --engine dask: a running Dask scheduler (e.g. tcp://10.0.0.5:8786) instead of a LocalCluster; "
+    "its workers must see the shard paths.",
+)
 def eval_command(
     scores,
     labels,
@@ -129,6 +143,8 @@ def eval_command(
     seed,
     device,
     gate_on,
+    engine,
+    scheduler,
 ):
     """Report every calibration metric of a model's saved outputs.
 
@@ -146,6 +162,10 @@ def eval_command(
     equal-mass edges recomputed per resample); --gate-on upper|lower then gates an end of the
     interval instead of the point estimate (docs/bootstrap.md explains which to use in CI).
 
+    Shards: SCORES and LABELS may be quoted glob patterns or directories (their .npy files), each
+    sorted by name and paired in order; calib evaluates their concatenation by merging per-shard
+    summaries (same numbers as one file). --engine dask runs one Dask task per shard.
+
     \b
     Examples:
       calib eval logits.npy labels.npy
@@ -162,6 +182,9 @@ def eval_command(
       calib eval logits.npy labels.npy --bootstrap 1000 --ci-level 0.95
       calib eval logits.npy labels.npy --bootstrap 1000 --device auto   # GPU via torch when there is one
       calib eval logits.npy labels.npy --bootstrap 1000 --gate-on lower --fail-above ece=0.02
+      calib eval 'preds/x_*.npy' 'labels/y_*.npy'              # shards, quoted: calib expands them
+      calib eval preds/ labels/ --engine dask                   # a Dask task per shard, LocalCluster
+      calib eval 'preds/x_*.npy' 'labels/y_*.npy' --engine dask --scheduler tcp://head:8786
     """
     if gate_on != "point" and not n_resamples:
         raise click.UsageError(f"--gate-on {gate_on} needs --bootstrap B (B > 0)")
@@ -169,6 +192,30 @@ def eval_command(
     check_resamples(n_resamples, ci_level, device)
     gates = parse_gates(fail_above, fail_below)
     Outputs(force).report("--output", output).figure("--plot", plot_path).check()  # before any work
+    if scheduler and engine != "dask":
+        raise click.UsageError("--scheduler needs --engine dask")
+    if engine == "dask" and n_resamples:
+        raise click.UsageError(
+            "--bootstrap resamples every sample on one machine: drop --engine dask to bootstrap the shards here"
+        )
+    sharded = shard_inputs(scores, labels, label_col, single=engine == "dask")
+    if sharded is not None:
+        report, labels_name = _eval_shards(
+            *sharded, scores=scores, labels=labels, label_col=label_col, calibrator=calibrator, input_kind=input_kind,
+            n_bins=n_bins, compat=compat, engine=engine, scheduler=scheduler, bootstrap=n_resamples,
+            ci_level=ci_level, ci_method=ci_method, seed=seed, device=device,
+        )
+    else:
+        report, labels_name = _eval_file(
+            scores, labels, label_col, calibrator=calibrator, input_kind=input_kind, n_bins=n_bins, compat=compat,
+            n_resamples=n_resamples, ci_level=ci_level, ci_method=ci_method, seed=seed, device=device,
+        )
+    _finish(report, scores, labels_name, gates, gate_on, plot_path, force, fmt, output, bins_csv)
+
+
+def _eval_file(scores, labels, label_col, *, calibrator, input_kind, n_bins, compat, n_resamples, ci_level, ci_method,
+               seed, device):
+    """One SCORES file (and LABELS): load, calibrate, evaluate."""
     score_array, label_array, labels_name = load_inputs(scores, labels, label_col)
     if calibrator is not None:
         score_array = calibrator.apply(score_array, input_kind, scores_name=scores)
@@ -191,6 +238,63 @@ def eval_command(
             device=device,
             progress=progress,
         )
+    return report, labels_name
+
+
+def _calibrated(pair, *, load, calibrator, input_kind):
+    """One shard loaded, then calibrated (every calibrator maps each row on its own)."""
+    scores, labels, scores_name, labels_name = load(pair)
+    return calibrator.apply(scores, input_kind, scores_name=scores_name), labels, scores_name, labels_name
+
+
+def _eval_shards(pairs, load, *, scores, labels, label_col, calibrator, input_kind, n_bins, compat, engine, scheduler,
+                 bootstrap, ci_level, ci_method, seed, device):
+    """Shards: summarise each (here or as Dask tasks), merge, report (calibrate_cli.shards)."""
+    from ..shards import report_from_shards, summarize_shards
+
+    if calibrator is not None:
+        load = functools.partial(_calibrated, load=load, calibrator=calibrator, input_kind=input_kind)
+        input_kind = calibrator.result_kind(input_kind)
+    options = dict(load=load, input_kind=input_kind, n_bins=n_bins, compat=compat, keep_predictions=bool(bootstrap))
+    with render.progress_bar(f"{len(pairs)} shards", enabled=len(pairs) > 1) as progress:
+        if engine == "dask":
+            with _dask(scheduler) as client:
+                data = summarize_shards(pairs, client=client, progress=progress, **options)
+        else:
+            data = summarize_shards(pairs, progress=progress, **options)
+    with render.progress_bar("bootstrap", enabled=bootstrap * data.summary.n > PROGRESS_MIN_WORK) as progress:
+        report = report_from_shards(
+            data, n_bins=n_bins, scores_name=scores, bootstrap=bootstrap, ci_level=ci_level, ci_method=ci_method,
+            seed=seed, device=device, progress=progress,
+        )
+    return report, labels if labels is not None else f"{scores}[{label_col}]"
+
+
+#: what `--engine dask` says when dask is missing
+DASK_INSTALL = "pip install 'dask[distributed]>=2024.1' (or, in a checkout of calib, pip install '.[dask]')"
+
+
+@contextlib.contextmanager
+def _dask(scheduler: str | None):
+    """A Dask client: on ``scheduler``, or a LocalCluster in this process; one line when dask is
+    missing or the scheduler cannot be reached."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise InputError(f"--engine dask needs dask[distributed], which is not installed: {DASK_INSTALL}") from None
+    from ..shards import dask_client
+
+    stack = contextlib.ExitStack()
+    try:
+        client = stack.enter_context(dask_client(scheduler))
+    except (OSError, TimeoutError) as exc:
+        raise InputError(f"--scheduler {scheduler}: cannot reach the Dask scheduler ({render.plain(str(exc))})") from None
+    with stack:
+        yield client
+
+
+def _finish(report, scores, labels_name, gates, gate_on, plot_path, force, fmt, output, bins_csv):
+    """Gates, the figure, the report and the exit code."""
     intervals = report.intervals or None
     results = check_gates(report.metrics, gates, gated_on=gate_on, intervals=intervals)
     if plot_path:

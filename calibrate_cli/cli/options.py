@@ -13,7 +13,7 @@ from ..devices import DEFAULT_DEVICE, DEVICES
 from ..errors import OutputError
 from ..gates import GATE_ON, Gate
 from ..errors import InputError
-from ..io import AmbiguousHeaderError, CsvCellError, load_labels, read_scores
+from ..io import AmbiguousHeaderError, CsvCellError, list_shards, load_labels, load_shard, read_scores
 from ..binning import MAX_N_BINS
 from ..metrics import DEFAULT_N_BINS
 from ..summary import COMPAT_MODES
@@ -394,6 +394,46 @@ def _with_hint(exc: InputError, score_cols: str | None) -> InputError:
     if isinstance(exc, CsvCellError) and exc.named and score_cols is None:
         return InputError(f"{exc}; pick the score columns with --score-cols (e.g. --score-cols 'p_*')")
     return exc
+
+
+def shard_inputs(scores: str, labels: str | None, label_col: str | None, *, single: bool = False):
+    """Sharded SCORES/LABELS (quoted globs or directories, :func:`~calibrate_cli.io.list_shards`): the
+    (scores file, labels file) pairs in order and a picklable loader of one pair; for single files
+    None (or, with ``single``, one pair)."""
+    if labels is not None and label_col is not None:
+        raise click.UsageError("give either LABELS or --label-col, not both")
+    if labels is None and label_col is None:
+        return None  # load_inputs says what is missing
+    score_files = list_shards(scores)
+    label_files = list_shards(labels) if labels is not None else None
+    if score_files is None and label_files is None and not single:
+        return None
+    if labels is None:
+        score_files = score_files or [scores]
+        pairs = [(s, None) for s in score_files]
+    else:
+        if len(score_files or [scores]) != len(label_files or [labels]):
+            raise InputError(
+                f"{scores} ({_shards_of(scores, score_files)}) and {labels} ({_shards_of(labels, label_files)}) "
+                "must give as many shards: they pair in sorted order"
+            )
+        score_files, label_files = score_files or [scores], label_files or [labels]
+        pairs = list(zip(score_files, label_files))
+    header, score_cols = _csv_settings()
+    return pairs, functools.partial(load_pair, label_col=label_col, score_cols=score_cols, header=header)
+
+
+def _shards_of(source: str, files: list[str] | None) -> str:
+    if files is None:
+        return "one file"
+    if Path(source).is_dir():
+        return f"a directory of {len(files)} .npy file(s)"
+    return f"a pattern matching {len(files)} file(s)"
+
+
+def load_pair(pair: tuple, **options) -> tuple:
+    """One shard's (scores, labels, scores_name, labels_name) (:func:`~calibrate_cli.io.load_shard`)."""
+    return load_shard(pair[0], pair[1], **options)
 
 
 def load_inputs(scores: str, labels: str | None, label_col: str | None):

@@ -1,0 +1,176 @@
+"""`calib eval` on shards: quoted globs or directories, paired in sorted order, evaluated as the
+concatenation (classwise-ECE to float64 rounding, see tests/test_shards.py; everything else exact)."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from calibrate_cli.cli import cli
+
+
+@pytest.fixture()
+def shards(tmp_path):
+    rng = np.random.default_rng(11)
+    n, k = 900, 8
+    labels = rng.integers(0, k, n)
+    logits = rng.normal(scale=2.0, size=(n, k)).astype(np.float32)
+    logits[np.arange(n), labels] += 1.5
+    (tmp_path / "preds").mkdir()
+    (tmp_path / "labels").mkdir()
+    for i, (a, b) in enumerate([(0, 200), (200, 250), (250, 600), (600, 900)]):
+        np.save(tmp_path / "preds" / f"x_{i:02d}.npy", logits[a:b])
+        np.save(tmp_path / "labels" / f"y_{i:02d}.npy", labels[a:b])
+    np.save(tmp_path / "all_logits.npy", logits)
+    np.save(tmp_path / "all_labels.npy", labels)
+    return tmp_path
+
+
+def run(runner, *args):
+    return runner.invoke(cli, ["eval", *(str(a) for a in args)])
+
+
+def as_json(result):
+    assert result.exit_code == 0, (result.output, result.stderr)
+    return json.loads(result.stdout)
+
+
+def assert_one_line_error(result, *fragments):
+    assert result.exit_code == 2, (result.output, result.stderr)
+    assert "Traceback" not in result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def assert_same(sharded: dict, whole: dict):
+    assert sharded["n"] == whole["n"] == 900
+    for name, value in whole["metrics"].items():
+        if name == "classwise_ece":
+            assert sharded["metrics"][name] == pytest.approx(value, rel=1e-12)
+        else:
+            assert sharded["metrics"][name] == value, name
+    assert sharded["bins"] == whole["bins"]
+    np.testing.assert_allclose(sharded["classwise_ece_per_class"], whole["classwise_ece_per_class"], rtol=1e-12)
+
+
+def whole_json(runner, d, *extra):
+    return as_json(run(runner, d / "all_logits.npy", d / "all_labels.npy", "--format", "json", *extra))
+
+
+def test_globs_equal_one_file(runner, shards):
+    d = shards
+    got = as_json(run(runner, d / "preds" / "x_*.npy", d / "labels" / "y_*.npy", "--format", "json"))
+    assert_same(got, whole_json(runner, d))
+    assert got["inputs"]["scores"] == str(d / "preds" / "x_*.npy")
+
+
+def test_directories_equal_one_file(runner, shards):
+    d = shards
+    (d / "preds" / "notes.txt").write_text("not a shard")
+    got = as_json(run(runner, d / "preds", d / "labels", "--format", "json", "--n-bins", "10"))
+    assert_same(got, whole_json(runner, d, "--n-bins", "10"))
+
+
+def test_bootstrap_on_shards_equals_one_file(runner, shards):
+    d = shards
+    extra = ("--bootstrap", "30", "--seed", "1")
+    got = as_json(run(runner, d / "preds", d / "labels", "--format", "json", *extra))
+    whole = whole_json(runner, d, *extra)
+    assert got["intervals"]["ece"] == whole["intervals"]["ece"]
+    assert got["intervals"]["adaece"] == whole["intervals"]["adaece"]
+
+
+def test_temperature_applies_to_every_shard(runner, shards):
+    d = shards
+    got = as_json(run(runner, d / "preds", d / "labels", "--format", "json", "--temperature", "1.7"))
+    assert_same(got, whole_json(runner, d, "--temperature", "1.7"))
+
+
+def test_shard_counts_must_match(runner, shards):
+    d = shards
+    (d / "labels" / "y_03.npy").unlink()
+    result = run(runner, d / "preds" / "x_*.npy", d / "labels" / "y_*.npy")
+    assert_one_line_error(result, "(a pattern matching 4 file(s))", "(a pattern matching 3 file(s))", "as many shards")
+
+
+def test_glob_against_one_file_is_a_count_mismatch(runner, shards):
+    d = shards
+    result = run(runner, d / "preds" / "x_*.npy", d / "all_labels.npy")
+    assert_one_line_error(result, "(a pattern matching 4 file(s))", "all_labels.npy (one file)")
+    result = run(runner, d / "preds", d / "all_labels.npy")
+    assert_one_line_error(result, "(a directory of 4 .npy file(s))", "as many shards")
+
+
+def test_each_pair_must_have_the_same_n(runner, shards):
+    d = shards
+    np.save(d / "labels" / "y_02.npy", np.zeros(349, dtype=np.int64))
+    result = run(runner, d / "preds", d / "labels")
+    assert_one_line_error(result, "shard 3 of 4", "y_02.npy: 349 labels", "x_02.npy has 350 rows")
+
+
+def test_pattern_without_files(runner, shards):
+    d = shards
+    assert_one_line_error(run(runner, d / "preds" / "z_*.npy", d / "labels"), "z_*.npy: no file matches")
+    (d / "empty").mkdir()
+    assert_one_line_error(run(runner, d / "empty", d / "labels"), "without .npy files")
+
+
+def test_scheduler_needs_dask_engine(runner, shards):
+    d = shards
+    result = run(runner, d / "preds", d / "labels", "--scheduler", "tcp://127.0.0.1:8786")
+    assert result.exit_code == 2 and "--scheduler needs --engine dask" in result.stderr
+
+
+def test_dask_engine_refuses_bootstrap(runner, shards):
+    d = shards
+    result = run(runner, d / "preds", d / "labels", "--engine", "dask", "--bootstrap", "100")
+    assert result.exit_code == 2 and "drop --engine dask" in result.stderr
+
+
+def test_missing_dask_is_one_line(runner, shards, monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed → ImportError
+    d = shards
+    result = run(runner, d / "preds", d / "labels", "--engine", "dask")
+    assert_one_line_error(result, "--engine dask needs dask[distributed]", "pip install")
+
+
+def test_dask_engine_equals_local(runner, shards):
+    pytest.importorskip("distributed")
+    d = shards
+    local = as_json(run(runner, d / "preds", d / "labels", "--format", "json"))
+    got = as_json(run(runner, d / "preds" / "x_*.npy", d / "labels" / "y_*.npy", "--format", "json", "--engine", "dask"))
+    assert got["metrics"] == local["metrics"] and got["bins"] == local["bins"]
+    single = as_json(run(runner, d / "all_logits.npy", d / "all_labels.npy", "--format", "json", "--engine", "dask"))
+    assert single["metrics"] == whole_json(runner, d)["metrics"]
+    bad = d / "labels" / "y_01.npy"
+    np.save(bad, np.zeros(3, dtype=np.int64))
+    assert_one_line_error(run(runner, d / "preds", d / "labels", "--engine", "dask"), "shard 2 of 4", "y_01.npy")
+
+
+def test_unreachable_scheduler_is_one_line(runner, shards, monkeypatch):
+    pytest.importorskip("distributed")
+    import calibrate_cli.shards
+
+    monkeypatch.setattr(calibrate_cli.shards, "CONNECT_TIMEOUT_S", 1)
+    d = shards
+    result = run(runner, d / "preds", d / "labels", "--engine", "dask", "--scheduler", "tcp://127.0.0.1:9")
+    assert_one_line_error(result, "--scheduler tcp://127.0.0.1:9: cannot reach the Dask scheduler")
+
+
+def test_dask_shard_error_is_one_line_in_a_real_process(shards):
+    """No worker log ("Compute Failed", tracebacks) on the real stderr: only calib's line."""
+    pytest.importorskip("distributed")
+    d = shards
+    np.save(d / "labels" / "y_03.npy", np.zeros(5, dtype=np.int64))
+    calib = [sys.executable, "-c", "import sys; sys.argv[0] = 'calib'; from calibrate_cli.cli import main; main()"]
+    done = subprocess.run(
+        [*calib, "eval", str(d / "preds"), str(d / "labels"), "--engine", "dask"], capture_output=True, text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "shard 4 of 4" in lines[0] and "y_03.npy: 5 labels" in lines[0], done.stderr
