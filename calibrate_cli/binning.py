@@ -1,7 +1,7 @@
 """Bin edges and per-bin sufficient statistics: the one binning implementation of calib.
 
 Every binned metric (ECE, AdaECE, classwise-ECE, MCE), the reliability diagram and the bootstrap
-reduce the data to three numbers per bin (SPEC §9):
+reduce the data to three numbers per bin (docs/conventions.md):
 
     count_b        = |B_b|
     sum_conf_b     = Σ_{i ∈ B_b} conf_i
@@ -11,7 +11,7 @@ These add exactly across chunks and machines (:meth:`BinStats.merge`), and
 
     ECE = Σ_b |B_b|/N · |acc(B_b) − conf(B_b)| = (1/N) Σ_b |sum_correct_b − sum_conf_b|.
 
-Bin convention (SPEC §2, as the reference code of Mukhoti et al. 2020): bin b is the half-open
+Bin convention (docs/metrics.md, as the reference code of Mukhoti et al. 2020): bin b is the half-open
 interval (e_b, e_{b+1}]; the lowest bin is closed, [e_0, e_1], unless ``lowest_closed=False``
 (the reference code's behaviour, used by ``compat="focal-calibration"``), in which case values
 ≤ e_0 fall in no bin but still count in N. Values above the last edge go to the last bin.

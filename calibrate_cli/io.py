@@ -1,4 +1,4 @@
-"""Reading model outputs from files and writing results, safely (SPEC §1).
+"""Reading model outputs from files and writing results, safely (docs/conventions.md).
 
 Sources are paths with an optional key: ``logits.npy``, ``outputs.npz:logits``, ``run.pt:logits``,
 ``preds.csv``. Nothing is ever unpickled: ``.npy``/``.npz`` load with ``allow_pickle=False``, ``.pt``
@@ -233,6 +233,11 @@ def _load_npz(path: Path, key: str | None, label: str) -> np.ndarray:
         raise InputError(f"{label}: corrupt .npz file ({_one_line(exc)})") from None
     except (OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
         raise InputError(f"{label}: truncated or corrupt .npz file ({_one_line(exc)})") from None
+    except NotImplementedError as exc:  # zipfile: a compression method Python cannot read (e.g. AES)
+        raise InputError(f"{label}: a member uses a compression calib cannot read ({_one_line(exc)}); "
+                         "save it with np.savez or np.savez_compressed") from None
+    except RuntimeError as exc:  # zipfile: an encrypted member
+        raise InputError(f"{label}: {_one_line(exc)}; calib reads unencrypted .npz files only") from None
 
 
 _PICKLED_PT = (

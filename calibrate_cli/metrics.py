@@ -1,4 +1,4 @@
-"""Calibration and accuracy metrics (SPEC §2): arrays in, floats out.
+"""Calibration and accuracy metrics (docs/metrics.md): arrays in, floats out.
 
 Notation: p_i = softmax(logits_i) (or the given probabilities), conf_i = max_k p_ik,
 pred_i = argmax_k p_ik (lowest index on ties), correct_i = [pred_i = y_i], M bins (default 15).
@@ -168,7 +168,7 @@ def metrics_from_summary(
     width: BinStats | None = None,
     mass: BinStats | None = None,
 ) -> dict[str, float | None]:
-    """Every metric of SPEC §2 as a dict keyed by :data:`METRIC_NAMES` (None where undefined).
+    """Every metric of docs/metrics.md as a dict keyed by :data:`METRIC_NAMES` (None where undefined).
 
     ``width``/``mass``: the equal-width / equal-mass bin statistics when already computed. Each
     metric is its registry entry's function of the summary's sums (:func:`summary_sums`).

@@ -283,6 +283,17 @@ class ReliabilityDiagram:
             text += f" [{_percent(self.interval[0])}, {_percent(self.interval[1])}]"
         return text
 
+    def _repr_png_(self) -> bytes | None:
+        """Jupyter shows a diagram as its figure (PNG): after :meth:`plot`, or drawn on demand, so
+        ``ReliabilityDiagram.from_predictions(...).plot()`` at the end of a cell displays it."""
+        import io as _io
+
+        if getattr(self, "figure_", None) is None:
+            self.plot()
+        buffer = _io.BytesIO()
+        self.figure_.savefig(buffer, format="png", dpi=DEFAULT_DPI)
+        return buffer.getvalue()
+
     def title(self) -> str | None:
         parts = [self.label] if self.label else []
         if self.temperature is not None and (not self.label or "T =" not in self.label):

@@ -1,4 +1,4 @@
-"""Validated model outputs: scores (logits or probabilities) and integer labels (SPEC §1).
+"""Validated model outputs: scores (logits or probabilities) and integer labels (docs/conventions.md).
 
 :func:`as_predictions` is the single entry point that checks every limit before any work starts
 and turns the accepted input shapes into one canonical form:
@@ -283,7 +283,7 @@ def as_predictions(
     scores_name: str = "scores",
     labels_name: str = "labels",
 ) -> Predictions:
-    """Validate ``scores`` and ``labels`` (SPEC §1) and return them in canonical form.
+    """Validate ``scores`` and ``labels`` (docs/conventions.md) and return them in canonical form.
 
     Raises :class:`~calibrate_cli.errors.InputError` with a one-line message naming the input
     (``scores_name`` / ``labels_name``, e.g. the file paths) for every problem: wrong ndim, N = 0,

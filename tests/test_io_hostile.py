@@ -275,3 +275,37 @@ def test_logits_near_the_float64_limit_print_no_raw_warning(runner, files):
     assert json.loads(result.stdout)["metrics"]["accuracy"] == pytest.approx(
         np.mean(big.argmax(axis=1) == labels), abs=0
     )
+
+
+def _zip_with_flag(tmp_path, name, *, encrypted=False, method=None):
+    """An .npz whose member is marked encrypted, or uses a compression method zipfile cannot read."""
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    np.save(buf, np.array([[2.0, 0.0], [0.0, 1.0], [1.0, 0.0]]))
+    plain = tmp_path / "plain.npz"
+    with zipfile.ZipFile(plain, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr("x.npy", buf.getvalue())
+    data = bytearray(plain.read_bytes())
+    local, central = data.find(b"PK\x03\x04"), data.find(b"PK\x01\x02")
+    if encrypted:
+        data[local + 6] |= 1
+        data[central + 8] |= 1
+    if method is not None:
+        data[local + 8 : local + 10] = method.to_bytes(2, "little")
+        data[central + 10 : central + 12] = method.to_bytes(2, "little")
+    path = tmp_path / name
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize("kind", ["encrypted", "aes"])
+def test_unreadable_npz_members_are_input_errors_not_bugs(runner, tmp_path, kind):
+    """20.3: an encrypted member or an unsupported compression method exited 3 ("internal error")."""
+    path = _zip_with_flag(tmp_path, f"{kind}.npz", encrypted=kind == "encrypted", method=99 if kind == "aes" else None)
+    np.save(tmp_path / "y.npy", np.array([0, 1, 0]))
+    result = runner.invoke(cli, ["eval", str(path), str(tmp_path / "y.npy")])
+    assert result.exit_code == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{kind}.npz" in lines[0] and "internal error" not in lines[0]

@@ -402,3 +402,16 @@ def test_drawing_never_uses_pyplot():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_a_diagram_renders_in_jupyter_as_png():
+    """Jupyter displays the object a cell ends with through ``_repr_png_`` (issue 19.12): the
+    Display's ``plot()`` returns the diagram, which must render as its figure."""
+    from calibrate_cli.plots import ReliabilityDiagram
+
+    rng = np.random.default_rng(0)
+    diagram = ReliabilityDiagram.from_predictions(rng.normal(size=(200, 3)), rng.integers(0, 3, 200))
+    fresh = diagram._repr_png_()  # not plotted yet: drawn on demand
+    plotted = diagram.plot()._repr_png_()
+    for png in (fresh, plotted):
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000

@@ -1,4 +1,4 @@
-"""Temperature scaling (Guo et al. 2017; SPEC §3): p(T) = softmax(logits / T).
+"""Temperature scaling (Guo et al. 2017; docs/temperature.md): p(T) = softmax(logits / T).
 
 T > 1 softens the probabilities, T < 1 sharpens them; T never changes the argmax, so never the
 accuracy. Two ways to fit T on a validation set (``TemperatureScaling(search=...)``):

@@ -1,4 +1,4 @@
-"""``calib temperature``: fit a temperature on a validation set, report before/after (SPEC §3)."""
+"""``calib temperature``: fit a temperature on a validation set, report before/after (docs/temperature.md)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def _fit_label(fit) -> str:
 
 
 def temperature_payload(fit, sets: dict, inputs: dict, input_kind: str, warnings: list[str]) -> dict:
-    """The JSON document of ``calib temperature`` (SPEC §6; keys documented in docs/temperature.md)."""
+    """The JSON document of ``calib temperature`` (docs/cli-contract.md; keys documented in docs/temperature.md)."""
     return {
         "calib_version": __version__,
         "command": "temperature",
