@@ -22,7 +22,7 @@ from .options import (
     output_options,
     probs_option,
 )
-from .temperature import _before_after, _load_set, prepost_report
+from .temperature import _before_after, load_fit_and_test, prepost_report
 
 #: the methods `--method all` fits, in table order (every registered calibrator)
 METHODS = tuple(CALIBRATORS)
@@ -115,16 +115,7 @@ def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_bi
     check_resamples(n_resamples, ci_level, device)
     columns = _parse_metrics(metrics_text)
     Outputs(force).report("--output", output).check()
-    val_array, val_predictions = _load_set(val_scores, val_labels, input_kind)
-    test_loaded = None
-    if test:
-        test_array, test_predictions = _load_set(test[0], test[1], input_kind)
-        if test_predictions.k != val_predictions.k:
-            raise InputError(
-                f"{test[0]}: the test set has K = {test_predictions.k} classes but the fitting set "
-                f"{val_scores} has K = {val_predictions.k}"
-            )
-        test_loaded = (test_array, test_predictions)
+    val_array, val_predictions, test_loaded = load_fit_and_test(val_scores, val_labels, test, input_kind)
     bootstrap = dict(bootstrap=n_resamples, ci_level=ci_level, ci_method=ci_method, seed=seed, device=device) if n_resamples else {}
     inputs = {"fit": {"scores": val_scores, "labels": val_labels, "n": val_predictions.n, "k": val_predictions.k}}
     if test_loaded:

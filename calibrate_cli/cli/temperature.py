@@ -21,6 +21,21 @@ DEFAULT_GRID_TEXT = ":".join(f"{v:g}" for v in DEFAULT_GRID)
 PLOT_TITLES = {search: spec.title for cls in CALIBRATORS.values() for search, spec in cls.searches.items()}
 
 
+def load_fit_and_test(val_scores: str, val_labels: str, test, input_kind: str):
+    """(fitting scores as read, validated fitting set, (test scores, validated test set) or None):
+    each set read and validated once; the test set must have the fitting set's K."""
+    val_array, val_predictions = _load_set(val_scores, val_labels, input_kind)
+    if not test:
+        return val_array, val_predictions, None
+    test_array, test_predictions = _load_set(test[0], test[1], input_kind)
+    if test_predictions.k != val_predictions.k:
+        raise InputError(
+            f"{test[0]}: the test set has K = {test_predictions.k} classes but the fitting set "
+            f"{val_scores} has K = {val_predictions.k}"
+        )
+    return val_array, val_predictions, (test_array, test_predictions)
+
+
 def _load_set(scores: str, labels: str, input_kind: str):
     score_array, label_array, _ = load_inputs(scores, labels, None)
     predictions = as_predictions(score_array, label_array, input_kind, scores_name=scores, labels_name=labels)
@@ -187,16 +202,7 @@ def temperature_command(
     grid = parse_grid(grid_text)
     outputs = Outputs(force).report("--output", output).array("--save-logits", save_logits)
     outputs.figure("--plot", plot_path).check()  # before any work
-    val_array, val_predictions = _load_set(val_scores, val_labels, input_kind)
-    test_loaded = None
-    if test:
-        test_array, test_predictions = _load_set(test[0], test[1], input_kind)
-        if test_predictions.k != val_predictions.k:
-            raise InputError(
-                f"{test[0]}: the test set has K = {test_predictions.k} classes but the fitting set "
-                f"{val_scores} has K = {val_predictions.k}"
-            )
-        test_loaded = (test_array, test_predictions)
+    val_array, val_predictions, test_loaded = load_fit_and_test(val_scores, val_labels, test, input_kind)
 
     with render.progress_bar(f"{search} search") as progress:
         fit = fit_temperature(
