@@ -123,6 +123,7 @@ def evaluate(
     seed=None,
     device: str | None = None,
     progress=None,
+    bootstrap_metrics=None,
 ) -> EvalReport:
     """Validate ``scores``/``labels`` and compute every calibration metric in one pass.
 
@@ -133,7 +134,8 @@ def evaluate(
 
     ``bootstrap=B`` (B > 0) also puts a bootstrap interval on every metric (``report.intervals``),
     from the same validated data and summary pass: ``ci_level``, ``ci_method``, ``seed``,
-    ``device`` and ``progress`` as in :func:`calibrate_cli.bootstrap.bootstrap` (None: its defaults).
+    ``device`` and ``progress`` as in :func:`calibrate_cli.bootstrap.bootstrap` (None: its defaults);
+    ``bootstrap_metrics``: its ``metrics`` (None: all but the per-sample KS-CE and SmoothECE; "all").
 
     >>> import numpy as np
     >>> report = evaluate(np.array([[2.0, 0.0], [0.0, 1.0]]), np.array([0, 0]))
@@ -146,6 +148,7 @@ def evaluate(
     return report_from_summary(
         data.summary, input_kind=input_kind, n_bins=n_bins, scores_name=scores_name, predictions=data.predictions,
         bootstrap=bootstrap, ci_level=ci_level, ci_method=ci_method, seed=seed, device=device, progress=progress,
+        bootstrap_metrics=bootstrap_metrics,
     )
 
 
@@ -162,6 +165,7 @@ def report_from_summary(
     seed=None,
     device: str | None = None,
     progress=None,
+    bootstrap_metrics=None,
 ) -> EvalReport:
     """The :class:`EvalReport` of one summary pass (of one data set, or of merged shards:
     :mod:`calibrate_cli.shards`). ``bootstrap=B`` also needs the validated ``predictions``."""
@@ -180,7 +184,9 @@ def report_from_summary(
         if predictions is None:
             raise InputError("the bootstrap needs the samples themselves, not only their summary")
         data = SummarizedData(predictions, summary)
-        intervals, settings = _bootstrap(data, metrics, n_bins, bootstrap, ci_level, ci_method, seed, device, progress)
+        intervals, settings = _bootstrap(
+            data, metrics, n_bins, bootstrap, ci_level, ci_method, seed, device, progress, bootstrap_metrics
+        )
     per_class = summary.classwise.calibration_error()
     return EvalReport(
         n=summary.n,
@@ -198,7 +204,7 @@ def report_from_summary(
     )
 
 
-def _bootstrap(data, point, n_bins, n_resamples, level, method, seed, device, progress):
+def _bootstrap(data, point, n_bins, n_resamples, level, method, seed, device, progress, metrics=None):
     """Intervals of every metric on the already summarised data, and the settings used."""
     from .bootstrap import DEFAULT_CI_LEVEL, DEFAULT_CI_METHOD, DEFAULT_SEED, bootstrap_prepared
     from .devices import DEFAULT_DEVICE, resolve_device
@@ -210,5 +216,5 @@ def _bootstrap(data, point, n_bins, n_resamples, level, method, seed, device, pr
         "seed": DEFAULT_SEED if seed is None else seed,
         "device": DEFAULT_DEVICE if device is None else device,
     }
-    intervals = bootstrap_prepared(data, point, n_bins=n_bins, progress=progress, **settings)
+    intervals = bootstrap_prepared(data, point, n_bins=n_bins, progress=progress, metrics=metrics, **settings)
     return intervals, settings | {"device": resolve_device(settings["device"])}

@@ -290,6 +290,7 @@ def report_from_shards(
     seed=None,
     device: str | None = None,
     progress=None,
+    bootstrap_metrics=None,
 ) -> EvalReport:
     """The :class:`~calibrate_cli.evaluate.EvalReport` of merged shards (:func:`summarize_shards`),
     as :func:`~calibrate_cli.evaluate.evaluate` makes it from one summary; ``bootstrap=B`` needs
@@ -299,5 +300,5 @@ def report_from_shards(
     return report_from_summary(
         data.summary, input_kind=data.input_kind, n_bins=n_bins, scores_name=scores_name,
         predictions=data.predictions, bootstrap=bootstrap, ci_level=ci_level, ci_method=ci_method, seed=seed,
-        device=device, progress=progress,
+        device=device, progress=progress, bootstrap_metrics=bootstrap_metrics,
     )

@@ -128,7 +128,7 @@ def test_bootstrap_intervals_exist_and_a_subset_is_the_same():
     rng = np.random.default_rng(9)
     logits = rng.normal(size=(400, 6)) * 3
     labels = rng.integers(0, 6, 400)
-    every = bootstrap(logits, labels, n_resamples=50, seed=1)
+    every = bootstrap(logits, labels, n_resamples=50, seed=1, metrics="all")
     some = bootstrap(logits, labels, n_resamples=50, seed=1, metrics=["ks_ce", "smooth_ece"])
     for name in NEW:
         assert every[name].low <= every[name].high
@@ -143,7 +143,7 @@ def test_cli_eval_json_table_bootstrap_and_gates(runner, tmp_path):
     np.save(tmp_path / "l.npy", logits)
     np.save(tmp_path / "y.npy", labels)
     files = [str(tmp_path / "l.npy"), str(tmp_path / "y.npy")]
-    res = runner.invoke(cli, ["eval", *files, "--format", "json", "--bootstrap", "40"])
+    res = runner.invoke(cli, ["eval", *files, "--format", "json", "--bootstrap", "40", "--bootstrap-metrics", "all"])
     assert res.exit_code == 0, res.stderr
     doc = json.loads(res.stdout)
     probs = naive.softmax_rows(logits)
@@ -151,6 +151,13 @@ def test_cli_eval_json_table_bootstrap_and_gates(runner, tmp_path):
     for name in NEW:
         assert doc["metrics"][name] == pytest.approx(want[name], abs=1e-12)
         assert doc["intervals"][name]["n_resamples"] == 40
+    default = json.loads(runner.invoke(cli, ["eval", *files, "-f", "json", "--bootstrap", "40"]).stdout)
+    assert "ks_ce" not in default["intervals"] and "smooth_ece" not in default["intervals"]  # costly: on request
+    assert "rms_ce" in default["intervals"] and "debiased_l2_ce" in default["intervals"]  # from the bin sums
+    some = json.loads(runner.invoke(cli, ["eval", *files, "-f", "json", "--bootstrap", "40",
+                                          "--bootstrap-metrics", "ks-ce,ece"]).stdout)
+    assert set(some["intervals"]) == {"ks_ce", "ece"}
+    assert some["intervals"]["ks_ce"] == doc["intervals"]["ks_ce"]
     table = runner.invoke(cli, ["eval", *files]).stdout
     for title in ("RMS-CE", "Debiased L2-CE", "KS-CE", "SmoothECE"):
         assert title in table

@@ -26,6 +26,7 @@ from .intervals import (
 )
 from .jackknife import jackknife_acceleration, jackknife_values
 from .resampler import on_device, resampler_for
+from .selection import split_metrics
 
 
 
@@ -92,6 +93,7 @@ def compare(
     names: tuple[str, str] = ("A", "B"),
     label_names: tuple[str, str] | None = None,
     device: str = DEFAULT_DEVICE,
+    metrics=None,
 ) -> Comparison:
     """Difference B − A of every metric, with a paired-bootstrap interval.
 
@@ -99,7 +101,8 @@ def compare(
     that the two share), and the interval of the difference is computed from the B differences as
     in :func:`bootstrap`. The labels must be identical. ``n_resamples=0`` gives the differences only.
     ``names``/``label_names`` name the inputs in error messages (e.g. file paths). ``device`` as in
-    :func:`bootstrap`.
+    :func:`bootstrap`; ``metrics``: the metrics resampled (names or "all"; default: all but the
+    per-sample KS-CE and SmoothECE, whose differences then get no interval).
     """
     check_device(device)
     la, lb = label_names or (f"{names[0]} labels", f"{names[1]} labels")
@@ -119,12 +122,15 @@ def compare(
     values, accel = None, {}
     if n_resamples or indices is not None:
         check_settings(n_resamples if indices is None else 1, level, method)
-        engines = on_device([resampler_for(data_a, n_bins), resampler_for(data_b, n_bins)], device)
+        wanted, custom = split_metrics(metrics)  # default: all but the costly per-sample KS-CE and SmoothECE
+        if custom:
+            raise InputError("a paired comparison resamples built-in metrics only (names or 'all')")
+        engines = on_device([resampler_for(data_a, n_bins, wanted), resampler_for(data_b, n_bins, wanted)], device)
         va, vb = run_resamples(engines, sa.n, n_resamples, seed, indices, progress, batch_size)
         values = {name: vb[name] - va[name] for name in METRIC_NAMES}
         if method == "bca":  # the jackknife of the difference: both models on the same groups
-            ja, jb = (jackknife_values(d, None, n_bins=n_bins) for d in (data_a, data_b))
-            accel = {name: jackknife_acceleration(jb[name] - ja[name]) for name in METRIC_NAMES}
+            ja, jb = (jackknife_values(d, None, n_bins=n_bins, metrics=wanted) for d in (data_a, data_b))
+            accel = {name: jackknife_acceleration(jb[name] - ja[name]) for name in jb}
     diffs = {}
     for name in METRIC_NAMES:
         a, b = point_a[name], point_b[name]

@@ -7,6 +7,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from ..errors import InputError
+from ..metric_registry import BOOTSTRAP_DEFAULT
 from ..metrics import METRIC_NAMES
 
 MetricFn = Callable[[np.ndarray, np.ndarray], float]
@@ -14,13 +15,17 @@ Metrics = Sequence["str | MetricFn"] | Mapping[str, "str | MetricFn"] | None
 
 
 def split_metrics(metrics: Metrics) -> tuple[list[str] | None, dict[str, MetricFn]]:
-    """(built-in metric names or None for all, {name: custom metric function}) of ``metrics``.
+    """(built-in metric names, {name: custom metric function}) of ``metrics``.
 
     Items are names from METRIC_NAMES or callables ``fn(scores, labels) -> float`` (named by their
-    ``__name__``); a mapping names its entries itself.
+    ``__name__``); a mapping names its entries itself; "all" is every built-in metric. None: the
+    registry's :data:`~calibrate_cli.metric_registry.BOOTSTRAP_DEFAULT` (all but the per-sample
+    KS-CE and SmoothECE, which are costly to resample).
     """
     if metrics is None:
-        return None, {}
+        return list(BOOTSTRAP_DEFAULT), {}
+    if metrics == "all":
+        return list(METRIC_NAMES), {}
     if isinstance(metrics, str):
         raise InputError(f"Expected `metrics` to be a list of metric names or functions, but got the string {metrics!r}")
     items = list(metrics.items()) if isinstance(metrics, Mapping) else [(None, m) for m in metrics]
@@ -54,9 +59,10 @@ def custom_value(name: str, fn: MetricFn, scores, labels) -> float:
 
 
 def selected_metrics(point: dict, metrics: Metrics) -> list[str]:
+    """The metrics that get an interval: those asked for (by default the ones defined on the data)."""
     builtin, custom = split_metrics(metrics)
-    if builtin is None:
-        return [name for name in METRIC_NAMES if point.get(name) is not None]
+    if metrics is None or metrics == "all":
+        return [name for name in builtin if point.get(name) is not None]
     return builtin + list(custom)
 
 

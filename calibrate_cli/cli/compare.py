@@ -89,7 +89,7 @@ def comparison_report(fmt: str, comparison, *, title: str | None = None):
 @bootstrap_options(DEFAULT_N_RESAMPLES)
 @output_options
 def compare_command(
-    a_scores, a_labels, b_scores, b_labels, input_kind, n_bins, compat, n_resamples, ci_level, ci_method, seed, device, fmt, output, force
+    a_scores, a_labels, b_scores, b_labels, input_kind, n_bins, compat, n_resamples, ci_level, ci_method, seed, device, bootstrap_metrics, fmt, output, force
 ):
     """Compare two models on the same samples: B − A for every metric, with paired intervals.
 
@@ -129,6 +129,7 @@ def compare_command(
             n_bins=n_bins,
             compat=compat,
             progress=progress,
+            metrics=bootstrap_metrics,
             names=(a_scores, b_scores),
             label_names=(a_labels_name, b_labels_name),
             device=device,

@@ -142,6 +142,7 @@ def eval_command(
     ci_method,
     seed,
     device,
+    bootstrap_metrics,
     gate_on,
     engine,
     scheduler,
@@ -203,18 +204,19 @@ def eval_command(
         report, labels_name = _eval_shards(
             *sharded, scores=scores, labels=labels, label_col=label_col, calibrator=calibrator, input_kind=input_kind,
             n_bins=n_bins, compat=compat, engine=engine, scheduler=scheduler, bootstrap=n_resamples,
-            ci_level=ci_level, ci_method=ci_method, seed=seed, device=device,
+            ci_level=ci_level, ci_method=ci_method, seed=seed, device=device, bootstrap_metrics=bootstrap_metrics,
         )
     else:
         report, labels_name = _eval_file(
             scores, labels, label_col, calibrator=calibrator, input_kind=input_kind, n_bins=n_bins, compat=compat,
             n_resamples=n_resamples, ci_level=ci_level, ci_method=ci_method, seed=seed, device=device,
+            bootstrap_metrics=bootstrap_metrics,
         )
     _finish(report, scores, labels_name, gates, gate_on, plot_path, force, fmt, output, bins_csv)
 
 
 def _eval_file(scores, labels, label_col, *, calibrator, input_kind, n_bins, compat, n_resamples, ci_level, ci_method,
-               seed, device):
+               seed, device, bootstrap_metrics=None):
     """One SCORES file (and LABELS): load, calibrate, evaluate."""
     score_array, label_array, labels_name = load_inputs(scores, labels, label_col)
     if calibrator is not None:
@@ -237,6 +239,7 @@ def _eval_file(scores, labels, label_col, *, calibrator, input_kind, n_bins, com
             seed=seed,
             device=device,
             progress=progress,
+            bootstrap_metrics=bootstrap_metrics,
         )
     return report, labels_name
 
@@ -248,7 +251,7 @@ def _calibrated(pair, *, load, calibrator, input_kind):
 
 
 def _eval_shards(pairs, load, *, scores, labels, label_col, calibrator, input_kind, n_bins, compat, engine, scheduler,
-                 bootstrap, ci_level, ci_method, seed, device):
+                 bootstrap, ci_level, ci_method, seed, device, bootstrap_metrics=None):
     """Shards: summarise each (here or as Dask tasks), merge, report (calibrate_cli.shards)."""
     from ..shards import report_from_shards, summarize_shards
 
@@ -265,7 +268,7 @@ def _eval_shards(pairs, load, *, scores, labels, label_col, calibrator, input_ki
     with render.progress_bar("bootstrap", enabled=bootstrap * data.summary.n > PROGRESS_MIN_WORK) as progress:
         report = report_from_shards(
             data, n_bins=n_bins, scores_name=scores, bootstrap=bootstrap, ci_level=ci_level, ci_method=ci_method,
-            seed=seed, device=device, progress=progress,
+            seed=seed, device=device, progress=progress, bootstrap_metrics=bootstrap_metrics,
         )
     return report, labels if labels is not None else f"{scores}[{label_col}]"
 

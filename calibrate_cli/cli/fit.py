@@ -84,7 +84,7 @@ def _best(values: dict[str, float | None], metric: str) -> set[str]:
 @bootstrap_options()
 @output_options(output_help="Write the report to FILE ('-': stdout; f.json: reusable as `calib eval --calibrator f.json`).")
 def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_bins, compat, input_kind,
-                n_resamples, ci_level, ci_method, seed, device, fmt, output, force):
+                n_resamples, ci_level, ci_method, seed, device, bootstrap_metrics, fmt, output, force):
     """Fit a calibrator on a validation set and report the metrics before and after.
 
     VAL_SCORES / VAL_LABELS: the fitting (validation) set, files as in `calib eval`. --method picks
@@ -116,7 +116,8 @@ def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_bi
     columns = _parse_metrics(metrics_text)
     Outputs(force).report("--output", output).check()
     val_array, val_predictions, test_loaded = load_fit_and_test(val_scores, val_labels, test, input_kind)
-    bootstrap = dict(bootstrap=n_resamples, ci_level=ci_level, ci_method=ci_method, seed=seed, device=device) if n_resamples else {}
+    bootstrap = dict(bootstrap=n_resamples, ci_level=ci_level, ci_method=ci_method, seed=seed, device=device,
+                     bootstrap_metrics=bootstrap_metrics) if n_resamples else {}
     inputs = {"fit": {"scores": val_scores, "labels": val_labels, "n": val_predictions.n, "k": val_predictions.k}}
     if test_loaded:
         inputs["test"] = {"scores": test[0], "labels": test[1], "n": test_loaded[1].n, "k": test_loaded[1].k}

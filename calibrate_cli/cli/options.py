@@ -270,10 +270,27 @@ def gate_options(func):
     return func
 
 
+def _bootstrap_metrics(value: str | None):
+    """``--bootstrap-metrics``: None (the default set), "all", or a list of metric names."""
+    if value is None or value.strip().lower() == "all":
+        return None if value is None else "all"
+    from ..gates import normalize_metric_name
+
+    return [normalize_metric_name(name) for name in value.split(",") if name.strip()]
+
+
 def bootstrap_options(default_resamples: int = 0):
     """--bootstrap B, --ci-level, --ci-method, --seed (docs/bootstrap.md), --device."""
 
     def decorate(func):
+        func = click.option(
+            "--bootstrap-metrics",
+            metavar="all|LIST",
+            default=None,
+            callback=lambda ctx, param, value: _bootstrap_metrics(value),
+            help="The metrics that get intervals: 'all', or names (comma-separated). Default: all but "
+            "ks_ce and smooth_ece, whose every resample is a pass over the N samples.",
+        )(func)
         func = click.option(
             "--device",
             type=click.Choice(DEVICES),

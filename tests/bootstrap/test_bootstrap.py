@@ -23,6 +23,7 @@ from calibrate_cli.bootstrap import (
 )
 from calibrate_cli.bootstrap.resampler import resampler_for
 from calibrate_cli.errors import InputError
+from calibrate_cli.metric_registry import BOOTSTRAP_DEFAULT
 from calibrate_cli.evaluate import summarize_data
 from calibrate_cli.metrics import METRIC_NAMES, metrics_from_summary
 from calibrate_cli.predictions import as_predictions
@@ -67,7 +68,7 @@ def test_reference_ece_interval_basic_200_legacy_resamples():
     assert ci.low == pytest.approx(0.0738434, abs=1e-7)
     assert ci.high == pytest.approx(0.0980946, abs=1e-7)
     # "mid" is the basic method's reflected median: 2θ̂ − q_50 (not the interval's midpoint)
-    point, values = bootstrap_values(logits, labels, indices=idx)
+    point, values = bootstrap_values(logits, labels, indices=idx, metrics="all")
     assert 2 * point["ece"] - np.median(values["ece"]) == pytest.approx(0.0850420, abs=1e-7)
     assert (ci.low + ci.high) / 2 != pytest.approx(0.0850420, abs=1e-4)
 
@@ -80,7 +81,7 @@ def test_reference_ece_interval_basic_200_legacy_resamples():
 def test_weighted_resamples_equal_explicit_resampling(n, k, compat):
     logits, labels = _data(n, k, seed=n + k)
     idx = np.random.default_rng(1).integers(0, n, size=(4, n))
-    _, values = bootstrap_values(logits, labels, indices=idx, compat=compat, batch_size=3)
+    _, values = bootstrap_values(logits, labels, indices=idx, compat=compat, batch_size=3, metrics="all")
     for r in range(idx.shape[0]):
         ref = _explicit(logits, labels, idx[r], compat=compat)
         for name in METRIC_NAMES:
@@ -109,7 +110,7 @@ def test_weighted_equals_explicit_with_ties_and_probabilities(share, compat):
     labels = rng.integers(0, 2, n)
     labels[np.isin(p1, [1 / 15, 8 / 15])] = 1  # on-edge classwise bins of the opposite sign to their neighbours
     idx = rng.integers(0, n, size=(6, n))
-    _, values = bootstrap_values(probs, labels, input_kind="probs", indices=idx, compat=compat)
+    _, values = bootstrap_values(probs, labels, input_kind="probs", indices=idx, compat=compat, metrics="all")
     for r in range(idx.shape[0]):
         ref = _explicit(probs, labels, idx[r], input_kind="probs", compat=compat)
         for name in METRIC_NAMES:
@@ -253,6 +254,9 @@ def test_compare_identical_models_gives_exact_zeros():
     cmp = compare(logits, labels, logits.copy(), labels.copy(), n_resamples=50)
     for name, d in cmp.differences.items():
         assert d.difference == 0.0, name
+        if name not in BOOTSTRAP_DEFAULT:  # per-sample metrics (KS, SmoothECE) are not resampled by default
+            assert d.interval is None, name
+            continue
         assert (d.interval.low, d.interval.high) == (0.0, 0.0), name
         assert d.significant is False
 
@@ -262,8 +266,8 @@ def test_compare_pairs_the_resamples_and_matches_two_bootstraps_of_the_same_indi
     sharper = logits * 2.0
     idx = np.random.default_rng(3).integers(0, 150, size=(20, 150))
     cmp = compare(logits, labels, sharper, labels, indices=idx, method="percentile")
-    _, va = bootstrap_values(logits, labels, indices=idx)
-    _, vb = bootstrap_values(sharper, labels, indices=idx)
+    _, va = bootstrap_values(logits, labels, indices=idx, metrics="all")
+    _, vb = bootstrap_values(sharper, labels, indices=idx, metrics="all")
     diff = vb["ece"] - va["ece"]
     q = np.percentile(diff, [5, 95])
     d = cmp.differences["ece"]
@@ -284,7 +288,7 @@ def test_many_blocks_weighted_equals_explicit():
     """N spanning many 256-sample blocks, with bin boundaries falling inside blocks."""
     logits, labels = _data(3001, 12, seed=11, dtype=np.float64)
     idx = np.random.default_rng(2).integers(0, 3001, size=(2, 3001))
-    _, values = bootstrap_values(logits, labels, indices=idx)
+    _, values = bootstrap_values(logits, labels, indices=idx, metrics="all")
     for r in range(2):
         ref = _explicit(logits, labels, idx[r])
         for name in METRIC_NAMES:
@@ -295,11 +299,11 @@ def test_seeded_draws_are_positions_in_confidence_order():
     """The seeded path equals explicit indices: row r = order[rng_r.integers(0, N, N)], where
     rng_r is seeded by the r-th child of SeedSequence(seed)."""
     logits, labels = _data(120, 4)
-    _, seeded = bootstrap_values(logits, labels, n_resamples=5, seed=9)
+    _, seeded = bootstrap_values(logits, labels, n_resamples=5, seed=9, metrics="all")
     summary, engine = _engine(logits, labels, "logits", 15)
     children = np.random.SeedSequence(9).spawn(5)
     idx = np.stack([engine.order[np.random.default_rng(c).integers(0, 120, 120)] for c in children])
-    _, explicit = bootstrap_values(logits, labels, indices=idx)
+    _, explicit = bootstrap_values(logits, labels, indices=idx, metrics="all")
     for name in METRIC_NAMES:
         np.testing.assert_allclose(seeded[name], explicit[name], rtol=0, atol=1e-12)
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from calibrate_cli.bootstrap import bootstrap, compare
+from calibrate_cli.metric_registry import BOOTSTRAP_DEFAULT
 from calibrate_cli.cli import cli
 
 
@@ -132,6 +133,9 @@ def test_compare_identical_models_gives_zero_differences(runner, files):
     assert doc["command"] == "compare"
     for name, d in doc["differences"].items():
         assert d["difference"] == 0.0, name
+        if name not in BOOTSTRAP_DEFAULT:  # per-sample metrics get intervals only when asked
+            assert d["interval"] is None, name
+            continue
         assert (d["interval"]["low"], d["interval"]["high"]) == (0.0, 0.0)
         assert d["excludes_zero"] is False
 
@@ -144,6 +148,9 @@ def test_compare_json_equals_the_library(runner, files):
     for name, d in expected.differences.items():
         got = doc["differences"][name]
         assert got["difference"] == pytest.approx(d.difference, abs=1e-12)
+        if d.interval is None:  # per-sample metrics: resampled only when asked (--bootstrap-metrics)
+            assert name not in BOOTSTRAP_DEFAULT and got["interval"] is None
+            continue
         assert got["interval"]["low"] == pytest.approx(d.interval.low, abs=1e-12)
         assert got["excludes_zero"] == d.significant
     assert doc["differences"]["ece"]["difference"] != 0
