@@ -335,6 +335,9 @@ METRICS: tuple[MetricSpec, ...] = (
 _BY_NAME: dict[str, MetricSpec] = {spec.name: spec for spec in METRICS}
 METRIC_NAMES: tuple[str, ...] = tuple(_BY_NAME)
 METRIC_DEFINITIONS: dict[str, str] = {spec.name: spec.definition for spec in METRICS}
+#: the columns of the paper's results table (Mukhoti et al. 2020, Table 1), and of tables that compare
+#: many models or calibrators unless other metrics are asked for
+PAPER_COLUMNS: tuple[str, ...] = ("error", "ece", "adaece", "classwise_ece", "nll", "brier")
 #: the metrics a bootstrap resamples unless others are named: all but those computed from the sorted
 #: samples themselves (KS-CE, SmoothECE), whose every resample costs a pass over N samples (at N = 10^5,
 #: ~2 s more per 1000 resamples each); name them (``metrics=[...]``, ``--bootstrap-metrics``) to get them

@@ -8,7 +8,7 @@ from .._version import __version__
 from ..calibrators import CALIBRATORS, OBJECTIVES, fit as fit_method
 from ..errors import InputError
 from ..evaluate import conventions
-from ..metric_registry import METRIC_NAMES, METRICS
+from ..metric_registry import METRIC_NAMES, METRICS, PAPER_COLUMNS
 from . import render
 from .hints import cli_text
 from .options import (
@@ -27,8 +27,9 @@ from .temperature import _before_after, load_fit_and_test, prepost_report
 #: the methods `--method all` fits, in table order (every registered calibrator)
 METHODS = tuple(CALIBRATORS)
 _LOWER_IS_BETTER = {spec.name: spec.lower_is_better for spec in METRICS}
-#: the columns of the `--method all` table unless --metrics says otherwise: every metric where lower is better
-DEFAULT_COLUMNS = tuple(spec.name for spec in METRICS if spec.lower_is_better is True)
+#: the columns of the `--method all` table unless --metrics says otherwise: the paper's (and Brier), so
+#: that the table fits a terminal; every other metric is one --metrics away
+DEFAULT_COLUMNS = PAPER_COLUMNS
 DEFAULT_SELECT = OBJECTIVES[0]  # the ECE, what the paper's temperature grid minimises
 
 
@@ -44,6 +45,18 @@ def _options_for(method: str, n_bins: int) -> dict:
 def _fit_one(method, val_predictions, input_kind, n_bins, val_scores, val_labels, progress=None):
     return fit_method(method, val_predictions, None, input_kind=input_kind, progress=progress, scores_name=val_scores,
                       labels_name=val_labels, **_options_for(method, n_bins))
+
+
+def _header(name: str, fmt: str) -> str:
+    """A long metric name over two lines on a terminal (``Classwise-ECE`` → ``Classwise-`` / ``ECE``),
+    so that the paper's columns fit 80 columns."""
+    if fmt != "table" or len(name) <= 9:
+        return name
+    for sep, keep in ((" ", ""), ("-", "-")):
+        if sep in name:
+            head, tail = name.split(sep, 1)
+            return f"{head}{keep}\n{tail}"
+    return name
 
 
 def _parse_metrics(text: str | None) -> tuple[str, ...]:
@@ -74,7 +87,7 @@ def _best(values: dict[str, float | None], metric: str) -> set[str]:
 @click.option("--test", nargs=2, metavar="TEST_SCORES TEST_LABELS", default=None,
               help="A held-out test set: report its metrics before/after too (the --method all table: test metrics).")
 @click.option("--metrics", "metrics_text", metavar="LIST", default=None,
-              help="--method all: the columns, e.g. ece,nll,brier [default: every metric where lower is better].")
+              help=f"--method all: the columns, e.g. ece,nll,brier [default: the paper's and Brier: {','.join(PAPER_COLUMNS)}].")
 @click.option("--select", type=click.Choice(METRIC_NAMES), default=DEFAULT_SELECT, show_default=True,
               help="--method all: the metric (on the test set if --test, else the fitting set) that picks the "
               "calibrator saved in the JSON report.")
@@ -242,7 +255,7 @@ def _all_table(fmt, reports: dict, results: dict, columns, best: dict, title: st
             rows.append([*row, ";".join(m for m in columns if name in best[m]), params])
         return render.render_rows("csv", head, rows)
     head = [render.Column("method", justify="left", style="bold", no_wrap=True)]
-    head += [render.Column(render.PRETTY_NAMES[m], no_wrap=fmt == "table") for m in columns]
+    head += [render.Column(_header(render.PRETTY_NAMES[m], fmt), no_wrap=fmt == "table") for m in columns]
     rows = []
     for name, report in reports.items():
         cells = []
@@ -252,9 +265,9 @@ def _all_table(fmt, reports: dict, results: dict, columns, best: dict, title: st
             if ci is not None:
                 text += " " + render.interval_text(m, {"low": ci.low, "high": ci.high})
             if name in best[m]:
-                cells.append(f"**{text}** *" if fmt == "markdown" else Text(f"{text} *", style="bold green"))
+                cells.append(f"**{text}** *" if fmt == "markdown" else Text(f"{text}*", style="bold green"))
             else:
                 cells.append(text)
-        marker = " (selected)" if name == selected else ""
+        marker = " (selected)" if name == selected and fmt != "table" else ""  # the table's title names it
         rows.append([labels[name] + marker, *cells])
     return render.render_rows(fmt, head, rows, title=title + f"; selected by {select}: {selected}")
