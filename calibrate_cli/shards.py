@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import warnings
 from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, Iterable, Sequence
 
@@ -225,6 +226,26 @@ CONNECT_TIMEOUT_S = 10
 
 
 @contextlib.contextmanager
+def _quiet_dask_logs():
+    """Disable the loggers of distributed, tornado and asyncio while a cluster lives and shuts down: a
+    shard's error reaches the caller as its own exception, and a closing comm's INFO record (with a
+    traceback) must not reach stderr after calib's one-line error."""
+    prefixes = ("distributed", "tornado", "asyncio")
+    names = set(prefixes) | {n for n in logging.root.manager.loggerDict if n.startswith(prefixes)}
+    loggers = [logging.getLogger(name) for name in sorted(names)]
+    saved = [(logger, logger.disabled) for logger in loggers]
+    for logger in loggers:
+        logger.disabled = True
+    try:
+        with warnings.catch_warnings():  # e.g. "Port 8787 is already in use" when clusters run side by side
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for logger, disabled in saved:
+            logger.disabled = disabled
+
+
+@contextlib.contextmanager
 def dask_client(scheduler: str | None = None, *, n_workers: int = 2):
     """A ``distributed.Client`` (context manager) connected to ``scheduler`` (an address such as
     tcp://host:8786), or to a new LocalCluster of ``n_workers`` single-thread workers in this process
@@ -233,11 +254,11 @@ def dask_client(scheduler: str | None = None, *, n_workers: int = 2):
     from distributed import Client, LocalCluster
 
     if scheduler:
-        with Client(scheduler, timeout=CONNECT_TIMEOUT_S) as client:
+        with _quiet_dask_logs(), Client(scheduler, timeout=CONNECT_TIMEOUT_S) as client:
             yield client
         return
-    with LocalCluster(  # quiet: a shard's error reaches the caller as its own exception, logged nowhere
-        n_workers=n_workers, threads_per_worker=1, processes=False, dashboard_address=None,
+    with _quiet_dask_logs(), LocalCluster(
+        n_workers=n_workers, threads_per_worker=1, processes=False, dashboard_address=":0",  # any free port
         silence_logs=logging.CRITICAL,
     ) as cluster, Client(cluster) as client:
         yield client
