@@ -104,7 +104,7 @@ def render_report(
 @plot_option("Also draw the reliability diagram to FILE (.png, .svg, .pdf; --force overwrites it).")
 @calibrator_option(
     "Evaluate after calibration: at temperature T, softmax(logits / T) (with --probs: p^(1/T), "
-    "renormalised), or any fit saved by `calib temperature -o FILE.json` (temperature, Platt, vector).",
+    "renormalised), or any fit saved by `calib fit -o FILE.json` or `calib temperature -o FILE.json` (any method: temperature, vector, isotonic, Dirichlet, …).",
     load=True,
 )
 @click.option(
