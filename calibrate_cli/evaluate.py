@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .adaptive_ece import prediction_ace_gaps
 from .binning import BinStats
 from .errors import InputError
 from .metric_registry import METRIC_NAMES, sums_needed
-from .metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins, metrics_from_summary
+from .metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins, metrics_from_summary, with_class_sorted
 from .predictions import InputKind, Predictions, as_predictions
 from .summary import PredictionSummary, check_compat, summarize
 
@@ -57,7 +55,8 @@ def summarize_data(
 
 
 def with_optional_sums(summary: PredictionSummary, predictions: Predictions, n_bins: int, metrics) -> PredictionSummary:
-    """``summary`` with the sums of the wanted metrics that are not in the default pass (ACE's)."""
+    """``summary`` with what the wanted metrics that are not in the default pass need (each class's
+    probabilities sorted, for ACE and the classwise RMS/KS errors)."""
     if metrics is None:
         return summary
     if isinstance(metrics, str):
@@ -65,8 +64,8 @@ def with_optional_sums(summary: PredictionSummary, predictions: Predictions, n_b
     else:
         items = metrics.values() if isinstance(metrics, Mapping) else metrics
         names = [m for m in items if isinstance(m, str)]
-    if "ace_gap" in sums_needed(names) and summary.ace_gap is None:
-        summary = dataclasses.replace(summary, ace_gap=prediction_ace_gaps(predictions, n_bins))
+    if "class_samples" in sums_needed(names):
+        summary = with_class_sorted(summary, predictions)
     return summary
 
 
