@@ -53,8 +53,7 @@ def group_inputs(items: tuple[str, ...]) -> list[tuple[str, tuple[str, str, str,
                     f"{item}: not a run folder of calib train: it lacks {', '.join(missing)} "
                     f"(a run folder holds {', '.join(RUN_FILES)})"
                 )
-            name = Path(item).resolve().name or item
-            models.append((name, tuple(str(path / f) for f in RUN_FILES)))
+            models.append((item, tuple(str(path / f) for f in RUN_FILES)))
         else:
             pending.append(item)
             if len(pending) == 4:
@@ -73,21 +72,29 @@ def _incomplete(pending: list[str], before: str | None = None) -> str:
     )
 
 
-def _named(models):
+def _named(models) -> list:
     """Default names: a run folder's name; for four files, the test scores file's name without
-    extension, or its folder and name when two models would share it, or the path."""
+    extension. When two models would share a name: the folder and that name; then the path."""
     def stem(source: str) -> str:
         path, key = split_source(source)
         return f"{path.stem}:{key}" if key else path.stem
 
-    names = [name if name is not None else stem(files[2]) for name, files in models]
-    if len(set(names)) < len(names):
-        names = [name if name is not None and names.count(name) == 1 else
-                 (name if name is not None else f"{split_source(files[2])[0].parent.name}/{stem(files[2])}")
-                 for name, files in models]
-    if len(set(names)) < len(names):
-        names = [files[2] if name is None else name for name, files in models]
-    return list(zip(names, (files for _, files in models)))
+    def short(folder, files):
+        return Path(folder).resolve().name if folder is not None else stem(files[2])
+
+    def longer(folder, files):
+        if folder is not None:
+            return "/".join(Path(folder).resolve().parts[-2:])
+        return f"{split_source(files[2])[0].resolve().parent.name}/{stem(files[2])}"
+
+    def full(folder, files):
+        return folder if folder is not None else files[2]
+
+    for naming in (short, longer, full):
+        names = [naming(folder, files) for folder, files in models]
+        if len(set(names)) == len(names):
+            break
+    return [(name, files) for name, (_, files) in zip(names, models)]
 
 
 def _cell(metric: str, value) -> str:
@@ -103,9 +110,10 @@ def _heading(metric: str) -> str:
 
 
 def render_table(fmt: str, rows, title: str):
-    """The table in ``fmt``: table / markdown (rows = models; Error once, since T never changes it;
-    then "Pre T / Post T" of ECE, AdaECE, Classwise-ECE and NLL; T), csv (one column each, exact
-    values), latex (:func:`latex_table`)."""
+    """The table in ``fmt``: markdown (rows = models; Error once, since T never changes it; then
+    "Pre T / Post T" of ECE, AdaECE, Classwise-ECE and NLL; T), a terminal table (a Pre T and a
+    Post T (T) line per model, to fit 80 columns), csv (one column each, exact values), latex
+    (:func:`latex_table`)."""
     if fmt == "latex":
         return latex_table(rows, title)
     if fmt == "csv":
@@ -118,15 +126,25 @@ def render_table(fmt: str, rows, title: str):
             cells += [render.csv_number(v) for m in TABLE_METRICS[1:] for v in values[m]]
             out.append(cells)
         return render.render_rows("csv", [render.Column(c) for c in columns], out)
-    columns = [render.Column("model", justify="left", style="bold"), render.Column("Error", no_wrap=True)]
-    columns += [render.Column(f"{HEADINGS[metric]}\nPre / Post T", no_wrap=True) for metric in TABLE_METRICS[1:]]
-    columns.append(render.Column("T", no_wrap=True))
+    if fmt == "markdown":  # one row per model, "Pre T / Post T" in each cell
+        columns = [render.Column("model", justify="left"), render.Column("Error")]
+        columns += [render.Column(f"{HEADINGS[m]} Pre T / Post T") for m in TABLE_METRICS[1:]]
+        columns.append(render.Column("T"))
+        out = []
+        for row in rows:
+            values = row.values()
+            cells = [row.name, _cell("error", values["error"][0])]
+            cells += [f"{_cell(m, values[m][0])} / {_cell(m, values[m][1])}" for m in TABLE_METRICS[1:]]
+            out.append([*cells, f"{row.temperature:.4g}"])
+        return render.render_rows(fmt, columns, out, title=title)
+    # a terminal: two lines per model, Pre T and Post T (T), so that the table fits 80 columns
+    columns = [render.Column("model", justify="left", style="bold"), render.Column("", justify="left", no_wrap=True)]
+    columns += [render.Column(HEADINGS[m], no_wrap=True) for m in TABLE_METRICS]
     out = []
     for row in rows:
         values = row.values()
-        cells = [row.name, _cell("error", values["error"][0])]
-        cells += [f"{_cell(m, values[m][0])} / {_cell(m, values[m][1])}" for m in TABLE_METRICS[1:]]
-        out.append([*cells, f"{row.temperature:.4g}"])
+        out.append([row.name, "Pre T", *(_cell(m, values[m][0]) for m in TABLE_METRICS)])
+        out.append(["", f"Post T ({row.temperature:.4g})", *(_cell(m, values[m][1]) for m in TABLE_METRICS)])
     return render.render_rows(fmt, columns, out, title=title)
 
 
