@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .calibrators import TemperatureScaling
 from .errors import InputError
 from .evaluate import EvalReport, evaluate
 from .metrics import DEFAULT_N_BINS
@@ -94,8 +95,9 @@ def model_row(
     ``calib temperature`` does); ``names`` name the four inputs in error messages. The numbers are those of
     ``calib temperature VAL VAL_LABELS --test TEST TEST_LABELS`` with the same options.
     """
-    if search not in ("grid", "nll"):
-        raise InputError(f"the table fits a temperature: search 'grid' or 'nll', not {search!r}")
+    if search not in TemperatureScaling.searches:
+        searches = tuple(TemperatureScaling.searches)
+        raise InputError(f"the table fits a temperature: search one of {searches}, not {search!r}")
     val = as_predictions(val_scores, val_labels, input_kind, scores_name=names[0], labels_name=names[1])
     test = as_predictions(test_scores, test_labels, input_kind, scores_name=names[2], labels_name=names[3])
     if test.k != val.k:

@@ -184,7 +184,8 @@ def test_bootstrap_is_stratified_and_equals_explicit_resamples(method):
 def test_leave_one_out_equals_deleting_each_sample():
     rng = np.random.default_rng(6)
     a, b = np.round(rng.normal(size=12), 1), np.round(rng.normal(size=9) + 0.5, 1)
-    expected = [auroc_pairs(np.delete(a, i), b) for i in range(12)] + [auroc_pairs(a, np.delete(b, j)) for j in range(9)]
+    expected = [auroc_pairs(np.delete(a, i), b) for i in range(12)]
+    expected += [auroc_pairs(a, np.delete(b, j)) for j in range(9)]
     np.testing.assert_allclose(_leave_one_out(a, b), expected, rtol=0, atol=1e-15)
     assert np.isnan(_leave_one_out(np.array([1.0]), b)[0])  # nothing left in the in set
 

@@ -7,11 +7,12 @@ from pathlib import Path
 import click
 
 from .._version import __version__
+from ..calibrators import TemperatureScaling
 from ..errors import InputError
 from ..evaluate import conventions
 from ..io import split_source
 from ..table import TABLE_METRICS, model_row
-from ..temperature import parse_grid
+from ..temperature import OBJECTIVES, parse_grid
 from . import render
 from .hints import cli_text
 from .options import (
@@ -28,9 +29,13 @@ from .temperature import DEFAULT_GRID_TEXT, load_fit_and_test
 
 #: the four files of a run folder of `calib train`, in the order of a group on the command line
 RUN_FILES = ("val_logits.npy", "val_labels.npy", "test_logits.npy", "test_labels.npy")
-#: column headings of the paper's metrics (fractions shown in %)
-HEADINGS = {"error": "Error", "ece": "ECE", "adaece": "AdaECE", "classwise_ece": "Classwise-ECE", "nll": "NLL"}
-PERCENT = {"error", "ece", "adaece", "classwise_ece"}
+#: column headings of the paper's metrics, from the metric registry (fractions shown in %)
+HEADINGS = {metric: render.PRETTY_NAMES[metric] for metric in TABLE_METRICS}
+PERCENT = render.PERCENT_METRICS
+#: the error (T never changes it: one column) and the metric whose Post-T cell carries T in LaTeX
+ERROR, ECE = TABLE_METRICS[0], TABLE_METRICS[1]
+#: the temperature searches of `calib temperature` (the calibrator registry's)
+TEMPERATURE_SEARCHES = tuple(TemperatureScaling.searches)
 
 
 def group_inputs(items: tuple[str, ...]) -> list[tuple[str, tuple[str, str, str, str]]]:
@@ -39,7 +44,8 @@ def group_inputs(items: tuple[str, ...]) -> list[tuple[str, tuple[str, str, str,
     A problem is one line (:class:`~calibrate_cli.errors.InputError`)."""
     if not items:
         raise InputError(
-            "no models: give VAL_SCORES VAL_LABELS TEST_SCORES TEST_LABELS for each model, or a run folder of calib train"
+            "no models: give VAL_SCORES VAL_LABELS TEST_SCORES TEST_LABELS for each model, "
+            "or a run folder of calib train"
         )
     models, pending = [], []
     for item in items:
@@ -117,12 +123,12 @@ def render_table(fmt: str, rows, title: str):
     if fmt == "latex":
         return latex_table(rows, title)
     if fmt == "csv":
-        columns = ["model", "temperature", "error"]
+        columns = ["model", "temperature", ERROR]
         columns += [f"{m}_{when}" for m in TABLE_METRICS[1:] for when in ("pre", "post")]
         out = []
         for row in rows:
             values = row.values()
-            cells = [row.name, repr(row.temperature), render.csv_number(values["error"][0])]
+            cells = [row.name, repr(row.temperature), render.csv_number(values[ERROR][0])]
             cells += [render.csv_number(v) for m in TABLE_METRICS[1:] for v in values[m]]
             out.append(cells)
         return render.render_rows("csv", [render.Column(c) for c in columns], out)
@@ -133,7 +139,7 @@ def render_table(fmt: str, rows, title: str):
         out = []
         for row in rows:
             values = row.values()
-            cells = [row.name, _cell("error", values["error"][0])]
+            cells = [row.name, _cell(ERROR, values[ERROR][0])]
             cells += [f"{_cell(m, values[m][0])} / {_cell(m, values[m][1])}" for m in TABLE_METRICS[1:]]
             out.append([*cells, f"{row.temperature:.4g}"])
         return render.render_rows(fmt, columns, out, title=title)
@@ -163,7 +169,7 @@ def latex_table(rows, title: str) -> str:
     spec = "l" + "r" + "rr" * (len(TABLE_METRICS) - 1)
     lines = [f"% {latex_escape(title)}", f"% calib {__version__}: calib table", r"\begin{tabular}{" + spec + "}",
              r"\toprule"]
-    head = ["Model", _latex_heading("error")]
+    head = ["Model", _latex_heading(ERROR)]
     rules = []
     for i, metric in enumerate(TABLE_METRICS[1:]):
         head.append(r"\multicolumn{2}{c}{" + _latex_heading(metric) + "}")
@@ -174,10 +180,10 @@ def latex_table(rows, title: str) -> str:
     lines.append(r"\midrule")
     for row in rows:
         values = row.values()
-        cells = [latex_escape(row.name), _cell("error", values["error"][0])]
+        cells = [latex_escape(row.name), _cell(ERROR, values[ERROR][0])]
         for metric in TABLE_METRICS[1:]:
             post = _cell(metric, values[metric][1])
-            if metric == "ece":
+            if metric == ECE:
                 post += f" ({row.temperature:.4g})"
             cells += [_cell(metric, values[metric][0]), post]
         lines.append(" & ".join(cells) + r" \\")
@@ -210,12 +216,12 @@ def table_payload(rows, models, input_kind: str, n_bins: int, compat, warnings: 
 @click.argument("inputs", nargs=-1, metavar="VAL_SCORES VAL_LABELS TEST_SCORES TEST_LABELS [...] | RUN_DIR ...")
 @name_option
 @click.option(
-    "--search", type=click.Choice(("grid", "nll")), default="grid", show_default=True,
+    "--search", type=click.Choice(TEMPERATURE_SEARCHES), default="grid", show_default=True,
     help="How T is fitted on each validation set, as `calib temperature`: grid (the paper: T = 0.1 … 10.0 by "
     "the ECE) or nll (the exact NLL optimum).",
 )
 @click.option(
-    "--objective", type=click.Choice(("ece", "adaece", "nll")), default=None,
+    "--objective", type=click.Choice(OBJECTIVES), default=None,
     help="What the grid search minimises on the validation set [default: ece].",
 )
 @click.option(
@@ -253,7 +259,9 @@ def table_command(inputs, names, search, objective, grid_text, n_bins, compat, i
     models = group_inputs(inputs)
     if names:
         if len(names) != len(models):
-            raise InputError(f"got {len(names)} --name value(s) for {len(models)} model(s): give one per model, in order")
+            raise InputError(
+                f"got {len(names)} --name value(s) for {len(models)} model(s): give one per model, in order"
+            )
         models = [(name, files) for name, (_, files) in zip(names, models)]
     rows, warnings = [], []
     with render.progress_bar(f"{len(models)} models", enabled=len(models) > 1) as progress:
@@ -272,13 +280,14 @@ def table_command(inputs, names, search, objective, grid_text, n_bins, compat, i
                     warnings.append(text)
             if progress is not None:
                 progress(i + 1, len(models))
-    how = f"{search} search" + (f" by {objective or 'ece'}" if search == "grid" else "")
+    how = f"{search} search" + (f" by {objective or OBJECTIVES[0]}" if search == "grid" else "")
     title = (
         f"Test sets before (Pre T) and after (Post T) temperature scaling, T fitted on each validation set ({how}, "
         f"{n_bins} bins); error and calibration errors in %"
     )
     render.warn(warnings)
     if fmt == "json":
-        render.write_report(render.to_json(table_payload(rows, models, input_kind, n_bins, compat, warnings)), output, force)
+        payload = table_payload(rows, models, input_kind, n_bins, compat, warnings)
+        render.write_report(render.to_json(payload), output, force)
     else:
         render.write_report(render_table(fmt, rows, title), output, force)

@@ -89,7 +89,8 @@ def test_table_markdown_and_csv(runner, files):
     assert f"{100 * doc['auroc_confidence']:.2f} %" in table.stdout and "Confidence" in table.stdout
     md = run(runner, "ood", folder / "in.npy", folder / "out.npy", "-f", "markdown", "--temperature", "2")
     assert "| Entropy |" in md.stdout and "Post T (2)" in md.stdout and "Pre T" in md.stdout
-    rows = list(csv.DictReader(io.StringIO(run(runner, "ood", folder / "in.npy", folder / "out.npy", "-f", "csv").stdout)))
+    csv_text = run(runner, "ood", folder / "in.npy", folder / "out.npy", "-f", "csv").stdout
+    rows = list(csv.DictReader(io.StringIO(csv_text)))
     assert [r["score"] for r in rows] == ["entropy", "confidence"]
     assert float(rows[0]["auroc"]) == pytest.approx(doc["auroc_entropy"], rel=1e-14)
     assert float(rows[1]["mean_in"]) == pytest.approx(doc["mean_confidence"]["in"], rel=1e-14)
