@@ -199,7 +199,7 @@ class EvalReport:
     def to_frame(self):
         """The metrics as a pandas DataFrame: one row per metric (index ``metric``, every metric of
         ``metrics``), column ``value`` (fractions as fractions), and ``low``/``high`` with intervals.
-        Needs pandas (``pip install pandas``); an ImportError saying so otherwise.
+        Needs pandas (``pip install pandas``, or the ``[pandas]`` extra); an ImportError saying so otherwise.
 
         >>> import numpy as np
         >>> frame = evaluate(np.array([[2.0, 0.0], [0.0, 1.0]]), np.array([0, 0])).to_frame()
@@ -211,7 +211,7 @@ class EvalReport:
         except ImportError:
             raise ImportError(
                 "EvalReport.to_frame() needs pandas, which is not installed: pip install pandas "
-                "(or use report.to_dict())"
+                "(in a checkout of calib: pip install '.[pandas]'), or use report.to_dict()"
             ) from None
         names = list(self.metrics)
         data = {"value": [np.nan if self.metrics[n] is None else float(self.metrics[n]) for n in names]}

@@ -199,3 +199,11 @@ def test_bootstrap_is_seeded_and_reproducible():
     assert first.intervals["entropy"] == again.intervals["entropy"]
     assert first.intervals["entropy"].low != other.intervals["entropy"].low
     assert first.to_dict()["intervals"]["auroc_entropy"]["n_resamples"] == 50
+
+
+def test_one_sample_per_set():
+    inside, outside = np.array([[3.0, 0.0, 0.0]]), np.array([[0.5, 0.0, 0.0]])  # out less sure: both scores 1
+    result = ood_auroc(inside, outside)
+    assert result.auroc == {"entropy": 1.0, "confidence": 1.0} and (result.n_in, result.n_out) == (1, 1)
+    boot = ood_auroc(inside, outside, bootstrap=20, ci_method="bca")
+    assert boot.intervals["entropy"].low == boot.intervals["entropy"].high == 1.0  # every resample is the pair
