@@ -207,3 +207,16 @@ def test_one_sample_per_set():
     assert result.auroc == {"entropy": 1.0, "confidence": 1.0} and (result.n_in, result.n_out) == (1, 1)
     boot = ood_auroc(inside, outside, bootstrap=20, ci_method="bca")
     assert boot.intervals["entropy"].low == boot.intervals["entropy"].high == 1.0  # every resample is the pair
+
+
+def test_equals_the_reference_codes_roc_auc_score_convention():
+    """ood_test.py of Mukhoti et al.: entropy with the OOD samples as positives; confidence with the labels
+    flipped (in-distribution positive, score max_k p_k) — sklearn's roc_auc_score, ties counted ½."""
+    metrics = pytest.importorskip("sklearn.metrics")
+    logits = np.load(SAMPLE / "test_logits.npy")
+    ood = np.load(SAMPLE / "ood_noise_logits.npy")
+    result = ood_auroc(logits, ood)
+    p = np.concatenate([np.asarray(softmax_rows(logits)), np.asarray(softmax_rows(ood))])
+    is_ood = np.r_[np.zeros(len(logits)), np.ones(len(ood))]
+    assert result.auroc_entropy == pytest.approx(metrics.roc_auc_score(is_ood, entropy(p)), abs=1e-12)
+    assert result.auroc_confidence == pytest.approx(metrics.roc_auc_score(1 - is_ood, p.max(1)), abs=1e-12)
