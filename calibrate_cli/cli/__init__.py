@@ -202,7 +202,9 @@ def _register() -> None:
     from .compare import compare_command
     from .eval import eval_command
     from .fit import fit_command
+    from .ood import ood_command
     from .plot import plot_command
+    from .table import table_command
     from .temperature import temperature_command
 
     cli.add_command(eval_command)
@@ -210,6 +212,8 @@ def _register() -> None:
     cli.add_command(fit_command)
     cli.add_command(plot_command)
     cli.add_command(compare_command)
+    cli.add_command(ood_command)
+    cli.add_command(table_command)
     for command in (cli, *cli.commands.values()):
         _examples_last(command)
 
