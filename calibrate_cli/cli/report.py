@@ -119,10 +119,10 @@ def report_command(
             title=title or f"Calibration report: {test_scores or val_scores}",
         )
     warnings = [cli_text(w) for w in report.warnings]
-    warnings += [w for w in interval_warnings(report.before.intervals, prefix="Pre T ") if w not in warnings]
-    warnings += [w for w in interval_warnings(report.after.intervals, prefix="Post T ") if w not in warnings]
-    render.warn(warnings)
-    page = render_html(report, warnings=warnings)
+    notes = interval_warnings(report.before.intervals, prefix="Pre T ")
+    notes += [w for w in interval_warnings(report.after.intervals, prefix="Post T ") if w not in notes]
+    render.warn(warnings + notes)
+    page = render_html(report, warnings=warnings, interval_notes=notes)
     from ..io import write_text
 
     written = write_text(output, page, force=force)

@@ -240,7 +240,8 @@ figure { margin: 10px 0 18px; }
 figure svg.figure { max-width: 100%; height: auto; display: block; }
 figcaption { color: #5f6368; font-size: .85rem; max-width: 90ch; }
 .warnings { background: #fff8e1; border: 1px solid #f0c36d; border-radius: 6px; padding: 8px 14px; }
-.warnings li { margin: 2px 0; }
+.warnings li, .notes li { margin: 2px 0; }
+.notes { font-size: .85rem; color: #5f6368; }
 details summary { cursor: pointer; color: #5f6368; margin: 6px 0; }
 footer { margin-top: 36px; color: #5f6368; font-size: .8rem; border-top: 1px solid #dadce0; padding-top: 8px; }
 @media print { main { max-width: none; padding: 0; } h2 { break-after: avoid; } figure { break-inside: avoid; } }
@@ -258,6 +259,7 @@ $warnings
 <h2>Metrics before and after temperature scaling</h2>
 <p class="lead">$metrics_lead</p>
 $metrics_table
+$interval_notes
 </section>
 <section id="reliability-section">
 <h2>Reliability diagrams</h2>
@@ -301,11 +303,12 @@ needs no JavaScript. Each number's exact value is in its cell's data-value attri
 """)
 
 
-def render_html(report: CalibrationReport, *, warnings=None, class_names=None) -> str:
+def render_html(report: CalibrationReport, *, warnings=None, interval_notes=(), class_names=None) -> str:
     """The report as one self-contained HTML page (a ``str``).
 
-    ``warnings``: the lines to show in the warnings box (default ``report.warnings``; the CLI
-    passes them worded with its flags, and the bootstrap's interval warnings).
+    ``warnings``: the lines of the warnings box at the top (default ``report.warnings``; the CLI
+    passes them worded with its flags). ``interval_notes``: what the bootstrap says about its
+    intervals (e.g. one that reaches below 0), folded under the metrics table.
     ``class_names``: K names for the per-class figure and table (default the indices 0..K−1).
     """
     if class_names is not None and len(class_names) != report.k:
@@ -319,6 +322,12 @@ def render_html(report: CalibrationReport, *, warnings=None, class_names=None) -
             '<div class="warnings" id="warnings"><strong>Warnings</strong><ul>'
             + "".join(f"<li>{esc(w)}</li>" for w in warnings)
             + "</ul></div>"
+        )
+    notes_html = ""
+    if interval_notes:
+        notes_html = (
+            f'<details class="notes" id="interval-notes"><summary>{len(interval_notes)} note(s) on the intervals'
+            "</summary><ul>" + "".join(f"<li>{esc(n)}</li>" for n in interval_notes) + "</ul></details>"
         )
     t_text = f"{report.temperature:.4g}"
     on_test = report.evaluated_on == "test"
@@ -355,6 +364,7 @@ def render_html(report: CalibrationReport, *, warnings=None, class_names=None) -
         warnings=warnings_html,
         metrics_lead=esc(metrics_lead),
         metrics_table=_metrics_table(report),
+        interval_notes=notes_html,
         reliability_svg=figures["reliability"],
         temperature_svg=figures["temperature"],
         per_class_svg=figures["per-class"],

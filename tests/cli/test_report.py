@@ -84,6 +84,7 @@ def test_report_has_its_four_figures_with_unique_ids_and_is_self_contained(sampl
     ]
     # matplotlib names clip paths and glyphs by content: unprefixed, two figures would share ids
     assert len(page.ids) == len(set(page.ids))
+    assert "interval-notes" in page.ids  # the bootstrap's notes (e.g. an interval below 0), folded
     assert not page.tags & {"script", "link", "img", "iframe", "object", "embed"}
     for needle in ("https://", "src=", "@import", "url(http"):
         assert needle not in text
