@@ -68,3 +68,17 @@ def test_render_html_page_from_python_has_unique_ids_names_and_escapes():
     assert "&lt;e&gt;" in text and "12 bytes" in page.text
     with pytest.raises(InputError, match="2 class names"):
         render_html(report, class_names=["a", "b"])
+
+
+def test_probabilities_with_a_zero_on_the_true_class_leave_the_nll_curve_out():
+    rng = np.random.default_rng(4)
+    probs = rng.dirichlet([2.0, 2.0, 2.0], 200)
+    labels = rng.integers(0, 3, 200)
+    probs[:3] = [1.0, 0.0, 0.0]
+    labels[:3] = 1
+    report = build_report(probs, labels, input_kind="probs")
+    assert report.nll_curve is None and report.ece_curve is not None
+    assert any("NLL curve is left out" in w for w in report.warnings)
+    assert report.before.metrics["nll"] == float("inf")
+    page = read_page(render_html(report))
+    assert len(page.figures) == 4 and page.metrics[("before", "nll")] == (float("inf"), "inf")

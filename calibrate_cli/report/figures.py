@@ -99,6 +99,7 @@ def temperature_figure(report):
         curve = np.array(report.ece_curve, dtype=np.float64).T
         lines += ax.plot(*curve, color=ECE_COLOR, linewidth=1.8, label="ECE")
         ax.set_ylabel("ECE (validation set)", color=ECE_COLOR)
+        ax.yaxis.set_major_locator(_percent_locator())
         ax.yaxis.set_major_formatter(_percent_formatter_fine(_zoom_top(curve[1], _value_at_one(curve))))
         ax.tick_params(axis="y", colors=ECE_COLOR)
         ax.set_ylim(0, _zoom_top(curve[1], _value_at_one(curve)))
@@ -167,6 +168,7 @@ def per_class_figure(report, class_names=None):
     ax.set_xlim(-0.7, len(shown) - 0.3)
     ax.set_xlabel("class" + ("" if len(shown) == report.k else f" (the {len(shown)} of {report.k} with the highest ECE_k before)"))
     ax.set_ylabel("ECE_k")
+    ax.yaxis.set_major_locator(_percent_locator())
     ax.yaxis.set_major_formatter(_percent_formatter_fine(max(before.max(initial=0), after.max(initial=0))))
     ax.grid(True, axis="y", color="#e5e5e5", linewidth=0.6, zorder=0)
     ax.set_axisbelow(True)
@@ -174,6 +176,13 @@ def per_class_figure(report, class_names=None):
     top = max(before.max(initial=0), after.max(initial=0))
     ax.set_ylim(0, top * 1.45 if top > 0 else 1e-3)
     return fig
+
+
+def _percent_locator():
+    """Ticks at 1, 2 or 5 × a power of ten (of the fraction), which the formatter's decimals show exactly."""
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(nbins=6, steps=[1, 2, 5, 10])
 
 
 def _percent_formatter_fine(top: float):
