@@ -104,18 +104,19 @@ def _now() -> str:
 
 
 def _curve(fit: TemperatureFit, validation: Predictions, objective: str, grid, n_bins, compat, input_kind, names):
-    """(T, objective) over ``grid`` on the validation set: the fit's own curve when it is that grid
-    search, else a grid search by ``objective`` (:func:`fit_temperature`; its T is not used)."""
+    """((T, objective) over ``grid`` on the validation set, None) — the fit's own curve when it is
+    that grid search, else a grid search by ``objective`` (:func:`fit_temperature`; its T is not
+    used) — or (None, why) when the objective cannot be computed over the grid."""
     if fit.search == "grid" and fit.objective == objective and fit.curve is not None:
-        return fit.curve
+        return fit.curve, None
     try:
         other = fit_temperature(
             validation, None, search="grid", objective=objective, grid=grid, n_bins=n_bins,
             compat=compat, input_kind=input_kind, scores_name=names[0], labels_name=names[1],
         )
-    except InputError:  # e.g. the NLL of probabilities with a 0 on the true class: no curve
-        return None
-    return other.curve
+    except InputError as exc:  # e.g. the NLL of probabilities with a 0 on the true class: no curve
+        return None, exc.message
+    return other.curve, None
 
 
 def build_report(
@@ -183,8 +184,8 @@ def build_report(
         validation, None, search=search, objective=objective, grid=grid, n_bins=n_bins, compat=compat,
         input_kind=input_kind, scores_name=names[0], labels_name=names[1],
     )
-    ece_curve = _curve(fit, validation, "ece", grid, n_bins, compat, input_kind, names)
-    nll_curve = _curve(fit, validation, "nll", grid, n_bins, compat, input_kind, names)
+    ece_curve, ece_why = _curve(fit, validation, "ece", grid, n_bins, compat, input_kind, names)
+    nll_curve, nll_why = _curve(fit, validation, "nll", grid, n_bins, compat, input_kind, names)
 
     target, scores_name = (test, names[2]) if test is not None else (validation, names[0])
     common = dict(
@@ -202,8 +203,9 @@ def build_report(
         warnings.append(
             "no test set: T was fitted and is judged on the same samples, so the 'after' numbers are optimistic"
         )
-    if nll_curve is None:
-        warnings.append("the NLL curve is left out: the NLL is infinite at some temperatures")
+    for name, why in (("ECE", ece_why), ("NLL", nll_why)):
+        if why is not None:
+            warnings.append(f"the {name} curve against T is left out: {why}")
     return CalibrationReport(
         title=title or "Calibration report",
         fit=fit,
