@@ -82,3 +82,16 @@ def test_probabilities_with_a_zero_on_the_true_class_leave_the_nll_curve_out():
     assert report.before.metrics["nll"] == float("inf")
     page = read_page(render_html(report))
     assert len(page.figures) == 4 and page.metrics[("before", "nll")] == (float("inf"), "inf")
+
+
+def test_report_to_dict_is_json_with_the_numbers_of_the_page():
+    import json
+
+    val, val_y = _data(seed=5)
+    report = build_report(val, val_y, inputs=[InputFile("validation scores", "v.npy", 10, "0" * 64)],
+                          created="2026-01-01T00:00:00+00:00")
+    data = json.loads(json.dumps(report.to_dict()))
+    assert data["temperature"] == report.temperature and data["evaluated_on"] == "validation"
+    assert data["after"]["metrics"]["ece"] == evaluate(apply_temperature(val, report.temperature), val_y).metrics["ece"]
+    assert data["inputs"] == [{"role": "validation scores", "path": "v.npy", "size": 10, "sha256": "0" * 64}]
+    assert data["created"] == "2026-01-01T00:00:00+00:00" and len(data["ece_curve"]) == 100
