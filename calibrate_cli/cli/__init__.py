@@ -181,6 +181,7 @@ def cli() -> None:
       calib eval logits.npy labels.npy --bootstrap 1000          # intervals on every metric
       calib compare base.npy labels.npy focal.npy labels.npy     # paired B − A with intervals
       calib plot logits.npy labels.npy -o reliability.png
+      calib report val.npy val_y.npy test.npy test_y.npy -o report.html   # one HTML file to send
       CALIB_THREADS=1 calib eval logits.npy labels.npy
     """
 
@@ -205,6 +206,7 @@ def _register() -> None:
     from .ood import ood_command
     from .plot import plot_command
     from .table import table_command
+    from .report import report_command
     from .temperature import temperature_command
 
     cli.add_command(eval_command)
@@ -214,6 +216,7 @@ def _register() -> None:
     cli.add_command(compare_command)
     cli.add_command(ood_command)
     cli.add_command(table_command)
+    cli.add_command(report_command)
     for command in (cli, *cli.commands.values()):
         _examples_last(command)
 
