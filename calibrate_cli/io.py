@@ -86,14 +86,14 @@ def _fast_csv(path: Path, label: str, header=None, expected_rows=None, label_col
 
     chosen: list = []
 
-    def decide(cells: list[str], line: int) -> bool:
-        return _first_row_is_header(cells, label, line, 2, expected_rows)
+    def decide(cells: list[str], line: int, n_rows: int) -> bool:
+        return _first_row_is_header(cells, label, line, n_rows, expected_rows)
 
     def choose(names, width):
         table = _CsvTable(names, [[""] * width], [0])
         col = None if label_col is None else _column_index(names, label_col, width, label)
         chosen[:] = _score_columns(table, score_cols, col, label)
-        return chosen, col
+        return list(chosen), col
 
     found = csvfast.read_numeric_csv(path, label, header, decide, choose)
     if found is None:

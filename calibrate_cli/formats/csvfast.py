@@ -61,13 +61,13 @@ def read_numeric_csv(
     path: Path,
     label: str,
     header: bool | None,
-    decide_header: Callable[[list[str], int], bool],
+    decide_header: Callable[[list[str], int, int], bool],
     choose: Callable[[list[str] | None, int], tuple[list[int], int | None]],
 ):
     """(names or None, scores (N, len(columns)) float64, labels (N,) float64 or None), or None when
     the full reader must run.
 
-    ``decide_header(cells, line)`` applies the header rules to the first row (it may raise the
+    ``decide_header(cells, line, n_rows)`` applies the header rules to the first row (it may raise the
     ambiguity error); ``choose(names, width)`` gives the score columns and the labels column."""
     try:
         return _read(path, label, header, decide_header, choose)
@@ -95,10 +95,10 @@ def _read(path, label, header, decide_header, choose):
             if line.strip("\r\n"):
                 raise _Fallback  # a line of blanks or commas only: the full reader's rules
         cells = [c.strip() for c in next(csv.reader([first_line]))]
-        if cells == [str(i) for i in range(len(cells))] and header is None:
-            raise _Fallback  # settled by the number of rows: the full reader
+        # pandas' 0,1,…,W−1 header or a row of data: settled by the number of rows, once counted
+        deferred = header is None and cells == [str(i) for i in range(len(cells))]
         try:
-            is_header = header if header is not None else decide_header(cells, line_no)
+            is_header = header if header is not None else False if deferred else decide_header(cells, line_no, 2)
         except InputError:
             raise _Fallback from None  # the full reader raises it, after its own checks of the whole file
         names = cells if is_header else None
@@ -133,6 +133,16 @@ def _read(path, label, header, decide_header, choose):
                 n += rows
             if not text:
                 break
-    if n == 0:
+    start = 0
+    if deferred:
+        try:
+            is_header = decide_header(cells, line_no, n)
+            if is_header and choose(cells, width) != (columns, label_index):
+                raise _Fallback  # columns chosen by these names differ from the same indices
+        except InputError:
+            raise _Fallback from None
+        if is_header:
+            names, start = cells, 1
+    if n - start <= 0:
         raise _Fallback  # no data rows: the full reader's message
-    return names, scores[:n], None if labels is None else labels[:n]
+    return names, scores[start:n], None if labels is None else labels[start:n]
