@@ -5,7 +5,8 @@ glob patterns such as ``logit_*``, comma-separated; in that order) or one list /
 column holding the K scores of each row. The labels are a numeric column of class indices, or a
 text (or dictionary/categorical) column of class names, mapped to the score columns' names as in CSV
 (:func:`calibrate_cli.io.class_names_of`). The table is read by Parquet row group / Arrow record
-batch, and only the chosen columns, into the result arrays: it is never decoded whole.
+batch, and only the chosen columns, into the result arrays: it is never decoded whole (memory: the
+result plus one row group of the chosen columns).
 
 Refused with one line naming the file: a column that is missing, not numbers (text among the scores,
 binary data such as a pickled object, structs, maps, nested lists), a null value, list rows of
@@ -41,12 +42,13 @@ class _Table:
             if path.suffix.lower() == ".parquet":
                 import pyarrow.parquet as pq
 
-                self._parquet = pq.ParquetFile(os.fspath(path), memory_map=True)
+                self._parquet = pq.ParquetFile(os.fspath(path), memory_map=False, pre_buffer=False)
                 self.schema = self._parquet.schema_arrow
                 self.n_rows = self._parquet.metadata.num_rows
             else:
                 self._parquet = None
-                source = self.pa.memory_map(os.fspath(path), "r")
+                # read (not memory-mapped: mapped pages would stay in the process's memory) batch by batch
+                source = self.pa.OSFile(os.fspath(path), "r")
                 try:
                     self._reader = self.pa.ipc.open_file(source)
                     self._stream = False
@@ -72,8 +74,11 @@ class _Table:
         """Record batches of ``columns`` (pyarrow RecordBatch), in row order."""
         try:
             if self._parquet is not None:
-                rows = rows_per_block(8 * max(len(columns), 1) * 8)
-                yield from self._parquet.iter_batches(batch_size=min(rows, 1 << 16), columns=columns, use_threads=False)
+                # one row group at a time (iter_batches reads ahead: ~1.5× the memory here)
+                for i in range(self._parquet.num_row_groups):
+                    part = self._parquet.read_row_group(i, columns=columns, use_threads=False)
+                    yield from part.combine_chunks().to_batches()
+                    del part
             elif self._stream:
                 for batch in self._reader:
                     yield batch.select(columns)
