@@ -2,9 +2,10 @@
 
 Sources are paths with an optional key: ``logits.npy``, ``outputs.npz:logits``, ``run.pt:logits``,
 ``preds.csv``, ``preds.parquet:logit_*``, ``run.safetensors:logits``, ``run.h5:/eval/logits``,
-``run.zarr:logits`` (the optional formats live in :mod:`calibrate_cli.formats`). Nothing is ever unpickled: ``.npy``/``.npz`` load with ``allow_pickle=False``, ``.pt``
-with ``torch.load(weights_only=True)`` (torch is optional and imported only for ``.pt``). Large
-``.npy`` files are memory-mapped. Every problem is an :class:`InputError` whose one-line message
+``run.zarr:logits`` (the optional formats live in :mod:`calibrate_cli.formats`). Nothing is ever
+unpickled: ``.npy``/``.npz`` load with ``allow_pickle=False``, ``.pt`` with
+``torch.load(weights_only=True)`` (torch is optional and imported only for ``.pt``). Large ``.npy``
+files are memory-mapped. Every problem is an :class:`InputError` whose one-line message
 starts with the file's path. Outputs are written atomically and never overwrite without ``force``.
 """
 
@@ -594,9 +595,10 @@ def read_scores(
     header: bool | None = None,
     expected_rows: int | None = None,
 ) -> ScoresFile:
-    """Load scores, and with ``label_col`` (CSV: a column name or index) the labels column.
+    """Load scores, and with ``label_col`` (CSV or table file: a column name or index) the labels column.
 
-    CSV options: ``score_cols`` picks the score columns (names, indices or globs such as ``p_*``,
+    Table files (Parquet, Arrow, Feather) take ``score_cols``/``label_col`` as CSV does, by column name
+    (:func:`calibrate_cli.formats.tables.read_table`; a list column may hold the K scores). CSV options: ``score_cols`` picks the score columns (names, indices or globs such as ``p_*``,
     comma-separated; other columns are ignored); ``header`` says whether the first row is a
     header (None: detected, and an error when it cannot be told); ``expected_rows`` (the labels'
     N, when known) settles a first row that could be either. Labels given as class names map to the

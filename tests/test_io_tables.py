@@ -207,3 +207,17 @@ def test_a_missing_extra_names_the_install_command(runner, tmp_path, data, monke
     for name in [m for m in sys.modules if m == "pyarrow" or m.startswith("pyarrow.")]:
         monkeypatch.setitem(sys.modules, name, None)
     one_line_error(run(runner, "eval", path, "--labels", "label"), "p.parquet", "pip install 'calibrate-cli[arrow]'")
+
+
+def test_sharded_tables_merge_to_the_npy_metrics(runner, tmp_path, data):
+    """Shards (a quoted glob) of Parquet files with a labels column: the metrics of the whole."""
+    logits, labels = data
+    (tmp_path / "parts").mkdir()
+    for i, rows in enumerate((slice(0, 40), slice(40, 90))):
+        pq.write_table(columns_table(logits[rows], labels[rows]), tmp_path / "parts" / f"p_{i}.parquet")
+    got = metrics(run(runner, "eval", tmp_path / "parts" / "p_*.parquet", "--scores", "logit_*", "--labels", "label",
+                      "-f", "json"))
+    want = npy_metrics(runner, tmp_path)
+    assert got.keys() == want.keys()
+    for name, value in want.items():
+        assert got[name] == (value if value is None else pytest.approx(value, rel=1e-12, abs=1e-15)), name
