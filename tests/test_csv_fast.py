@@ -111,3 +111,46 @@ def test_unsure_files_go_to_the_full_reader(tmp_path, table, damage):
         return
     got = io.read_scores(path, label_col="label", score_cols="p_*")
     assert np.array_equal(got.scores, want.scores) and np.array_equal(got.labels, want.labels)
+
+
+def write_named(path, logits, labels, *, label_of=lambda y: "abcd"[y]):
+    lines = ["id,label,p_a,p_b,p_c,p_d"]
+    lines += [",".join([f"img_{i:05d}.jpg", label_of(int(y))] + [repr(float(v)) for v in row])
+              for i, (row, y) in enumerate(zip(logits, labels))]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_id_columns_and_class_name_labels_take_the_fast_path(tmp_path, table, monkeypatch):
+    logits, labels = table
+    path = write_named(tmp_path / "s.csv", logits, labels, label_of=lambda y: f" {'abcd'[y]}" if y == 2 else "abcd"[y])
+    want = full_reader(path, label_col="label", score_cols="p_*")
+    assert np.array_equal(want.labels, labels)
+    numeric = write_named(tmp_path / "n.csv", logits, labels, label_of=str)  # ids as text, labels numbers
+    want_numeric = full_reader(numeric, label_col="label", score_cols="p_*")
+    monkeypatch.setattr(csvfast, "TEXT_BLOCK", 1500)
+    no_full_reader(monkeypatch)
+    got = io.read_scores(path, label_col="label", score_cols="p_*")
+    assert got.labels.dtype == want.labels.dtype == np.int64
+    assert np.array_equal(got.labels, want.labels) and np.array_equal(got.scores, want.scores)
+    assert got.class_names == want.class_names
+    got = io.read_scores(numeric, label_col="label", score_cols="p_*")
+    assert got.labels.dtype == want_numeric.labels.dtype == np.float64
+    assert np.array_equal(got.labels, want_numeric.labels) and np.array_equal(got.scores, want_numeric.scores)
+
+
+@pytest.mark.parametrize("bad", ["bird", "", "3", "a" * 80])
+def test_a_label_that_is_not_a_class_far_down_gets_the_full_readers_error(tmp_path, table, monkeypatch, bad):
+    logits, labels = table
+    path = write_named(tmp_path / "s.csv", logits, labels)
+    lines = path.read_text().splitlines()
+    cells = lines[400].split(",")
+    cells[1] = bad
+    lines[400] = ",".join(cells)
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(io.InputError) as want:
+        full_reader(path, label_col="label", score_cols="p_*")
+    monkeypatch.setattr(csvfast, "TEXT_BLOCK", 1500)
+    with pytest.raises(io.InputError) as got:
+        io.read_scores(path, label_col="label", score_cols="p_*")
+    assert str(got.value) == str(want.value) and "line 401" in str(got.value)
