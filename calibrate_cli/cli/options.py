@@ -110,16 +110,19 @@ def _remember(key: str):
 
 
 def csv_options(func):
-    """--header/--no-header and --score-cols: how CSV inputs are read (kept in ``ctx.meta`` for
-    :func:`load_inputs`, so commands need no extra parameters)."""
+    """--header/--no-header and --scores (alias --score-cols): how CSV and table inputs are read
+    (kept in ``ctx.meta`` for :func:`load_inputs`, so commands need no extra parameters)."""
     func = click.option(
+        "--scores",
         "--score-cols",
+        "score_cols",
         metavar="COLS",
         expose_value=False,
         callback=_remember(_SCORE_COLS_KEY),
-        help="CSV input: the score columns, by name, 0-based index or glob, comma-separated "
-        "(e.g. 'p_*' or 'cat,dog'); other columns (ids, ...) are ignored. Labels that are class "
-        "names map to these columns in order (p_cat or cat ← label cat).",
+        help="CSV, Parquet, Arrow or Feather input: the score columns, by name, 0-based index or glob, "
+        "comma-separated (e.g. 'logit_*' or 'cat,dog'), or one list column holding the K scores per row; "
+        "other columns (ids, ...) are ignored. Labels that are class names map to these columns in order "
+        "(p_cat or cat ← label cat).",
     )(func)
     func = click.option(
         "--header/--no-header",
@@ -136,9 +139,12 @@ def scores_and_labels(func):
     """SCORES [LABELS] arguments, --probs, --label-col and the CSV options."""
     func = csv_options(func)
     func = click.option(
+        "--labels",
         "--label-col",
+        "label_col",
         metavar="NAME",
-        help="CSV input: the labels are this column of SCORES (name or 0-based index); omit LABELS.",
+        help="CSV, Parquet, Arrow or Feather input: the labels are this column of SCORES (name or 0-based "
+        "index); omit LABELS. E.g. calib eval preds.parquet --scores 'logit_*' --labels label.",
     )(func)
     func = probs_option()(func)
     func = click.argument("labels", required=False, metavar="[LABELS]")(func)
@@ -457,7 +463,7 @@ def _with_hint(exc: InputError, score_cols: str | None) -> InputError:
     if isinstance(exc, AmbiguousHeaderError):
         return InputError(f"{exc}; say which with --header or --no-header")
     if isinstance(exc, CsvCellError) and exc.named and score_cols is None:
-        return InputError(f"{exc}; pick the score columns with --score-cols (e.g. --score-cols 'p_*')")
+        return InputError(f"{exc}; pick the score columns with --scores/--score-cols (e.g. --scores 'p_*')")
     return exc
 
 
@@ -518,7 +524,7 @@ def load_inputs(scores: str, labels: str | None, label_col: str | None):
     if labels is not None and label_col is not None:
         raise click.UsageError("give either LABELS or --label-col, not both")
     if labels is None and label_col is None:
-        raise click.UsageError("missing LABELS (or --label-col NAME for a CSV with a labels column)")
+        raise click.UsageError("missing LABELS (or --labels NAME for a CSV or table file with a labels column)")
     header, score_cols = _csv_settings()
     try:
         try:
