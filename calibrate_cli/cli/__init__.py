@@ -202,6 +202,7 @@ def _register() -> None:
     from .compare import compare_command
     from .eval import eval_command
     from .fit import fit_command
+    from .gamma import gamma_command
     from .plot import plot_command
     from .temperature import temperature_command
 
@@ -210,6 +211,7 @@ def _register() -> None:
     cli.add_command(fit_command)
     cli.add_command(plot_command)
     cli.add_command(compare_command)
+    cli.add_command(gamma_command)
     for command in (cli, *cli.commands.values()):
         _examples_last(command)
 
