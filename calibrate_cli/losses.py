@@ -396,7 +396,9 @@ class AdaFocal(CalibrationLoss):
         return edges, gaps
 
     def end_epoch(self, val_logits, val_labels) -> None:
-        """Update γ_b from the validation set (the rule in the class docstring)."""
+        """Update γ_b from the validation set (the rule in the class docstring). Tensors or NumPy
+        arrays; given as tensors on the training device, the new state is copied there now rather
+        than in the next step."""
         edges, gaps = self.bin_statistics(val_logits, val_labels)
         lam, switch = self.params["lam"], self.params["switch"]
         lo, hi = self.params["gamma_min"], self.params["gamma_max"]

@@ -586,3 +586,12 @@ def test_adafocal_bin_of_p_on_the_edges_as_the_reference(dtype):
     # float32(0.7) = 0.69999998 < 0.7: below the edge, in bin 2
     seventh = 3.0 if dtype == torch.float32 else 4.0
     assert got.tolist()[:9] == [2.0, 1.0, 2.0, 3.0, 2.0, 3.0, seventh, 3.0, 4.0]
+
+
+def test_adafocal_end_epoch_takes_numpy_arrays():
+    x, y = validation_set(400, 3, 1.0, 0.7)
+    a, b = make_loss("adafocal", 10), make_loss("adafocal", 10)
+    a.end_epoch(x, y)
+    b.end_epoch(x.numpy(), y.numpy())
+    assert a.bin_gammas == b.bin_gammas and a.bin_edges == b.bin_edges
+    assert a.bin_gammas != [1.0] * 15
