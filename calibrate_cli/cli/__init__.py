@@ -204,6 +204,7 @@ def _register() -> None:
     from .eval import eval_command
     from .fit import fit_command
     from .ood import ood_command
+    from .gamma import gamma_command
     from .plot import plot_command
     from .table import table_command
     from .report import report_command
@@ -217,6 +218,7 @@ def _register() -> None:
     cli.add_command(ood_command)
     cli.add_command(table_command)
     cli.add_command(report_command)
+    cli.add_command(gamma_command)
     for command in (cli, *cli.commands.values()):
         _examples_last(command)
 
