@@ -10,6 +10,7 @@ from .binning import BinStats
 from .errors import InputError
 from .metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins, metrics_from_summary
 from .predictions import InputKind, Predictions, as_predictions
+from .sorting import sort_by_confidence
 from .summary import PredictionSummary, check_compat, summarize
 
 __all__ = ["EvalReport", "SummarizedData", "evaluate", "conventions", "report_from_summary", "summarize_data"]
@@ -37,12 +38,16 @@ def summarize_data(
     compat: str | None = None,
     scores_name: str = "scores",
     labels_name: str = "labels",
+    sums_only: bool = False,
 ) -> SummarizedData:
     """Validate ``scores``/``labels`` (:func:`~calibrate_cli.predictions.as_predictions`) and make the one
-    summary pass (:func:`~calibrate_cli.summary.summarize`, with the classwise statistics)."""
+    summary pass (:func:`~calibrate_cli.summary.summarize`, with the classwise statistics; ``sums_only``:
+    NLL, Brier and top-5 kept as sums, enough for the metrics but not for resampling)."""
     compat = check_compat(compat)
     predictions = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name)
-    summary = summarize(predictions, n_bins=n_bins, compat=compat, classwise=True, scores_name=scores_name)
+    summary = summarize(
+        predictions, n_bins=n_bins, compat=compat, classwise=True, scores_name=scores_name, sums_only=sums_only
+    )
     return SummarizedData(predictions, summary)
 
 
@@ -143,7 +148,8 @@ def evaluate(
     (0.5, 2, 2)
     """
     data = summarize_data(
-        scores, labels, input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=scores_name, labels_name=labels_name
+        scores, labels, input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=scores_name,
+        labels_name=labels_name, sums_only=not bootstrap,  # the bootstrap resamples the per-sample columns
     )
     return report_from_summary(
         data.summary, input_kind=input_kind, n_bins=n_bins, scores_name=scores_name, predictions=data.predictions,
@@ -171,10 +177,16 @@ def report_from_summary(
     :mod:`calibrate_cli.shards`). ``bootstrap=B`` also needs the validated ``predictions``."""
     compat = summary.compat
     width = equal_width_bins(summary.confidences, summary.correct, n_bins, compat=compat)
-    mass = equal_mass_bins(summary.confidences, summary.correct, n_bins, compat=compat)
-    metrics = metrics_from_summary(summary, n_bins, width=width, mass=mass)
+    # one sort serves AdaECE's edges, KS-CE and SmoothECE (calibrate_cli.sorting)
+    ordered = sort_by_confidence(summary.confidences, summary.correct)
+    mass = equal_mass_bins(summary.confidences, summary.correct, n_bins, compat=compat, sorted_confidences=ordered[0])
+    metrics = metrics_from_summary(summary, n_bins, width=width, mass=mass, ordered=ordered)
+    del ordered
     warnings = []
-    n_inf = int(np.isinf(summary.nll).sum())
+    if summary.totals is not None:
+        n_inf = summary.totals.nll_inf
+    else:
+        n_inf = int(np.isinf(summary.nll).sum())
     if n_inf:
         warnings.append(
             f"{scores_name}: {n_inf} sample(s) give probability 0 to the true class: NLL is inf (not clipped)"

@@ -19,6 +19,7 @@ from typing import Iterator, Literal
 import numpy as np
 
 from .errors import InputError
+from .pages import release_rows
 
 InputKind = Literal["logits", "probs"]
 INPUT_KINDS = ("logits", "probs")
@@ -114,7 +115,11 @@ def _check_scores(scores: np.ndarray, name: str, input_kind: str) -> np.ndarray:
         )
     k = scores.shape[1] if scores.ndim == 2 else 1
     tolerance = probs_sum_tolerance(scores)
+    previous = None
     for rows in row_chunks(scores.shape[0], k):
+        if previous is not None:  # memory-mapped input: the pages of checked rows leave memory
+            release_rows(scores, previous)
+        previous = rows
         chunk = scores[rows]
         if chunk.dtype.kind == "f":
             bad = ~np.isfinite(chunk)
@@ -141,6 +146,8 @@ def _check_scores(scores: np.ndarray, name: str, input_kind: str) -> np.ndarray:
                         f"{name}: probability rows must sum to 1 (±{tolerance:.3g}); row {row} sums to "
                         f"{sums[off][0]:.6g}; if these are logits, drop --probs"
                     )
+    if previous is not None:
+        release_rows(scores, previous)
     return scores
 
 
