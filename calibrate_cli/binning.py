@@ -92,7 +92,13 @@ def equal_mass_edges(values: np.ndarray, n_bins: int, *, sorted_values: np.ndarr
     if n == 0:
         raise InputError("cannot compute equal-mass bin edges of 0 values")
     ordered = np.sort(values) if sorted_values is None else sorted_values
-    return np.interp(np.linspace(0, n, m + 1), np.arange(n), ordered)
+    x = np.linspace(0, n, m + 1)
+    # np.interp over xp = 0..N−1 reads only the two order statistics around each x: interpolating on
+    # those points alone is the same arithmetic (same interval, slope and offset), without the (N,)
+    # float64 copy of arange(N) that np.interp would make
+    below = np.clip(np.floor(x).astype(np.int64), 0, n - 1)
+    points = np.unique(np.concatenate([below, np.minimum(below + 1, n - 1)]))
+    return np.interp(x, points.astype(np.float64), np.asarray(ordered[points], dtype=np.float64))
 
 
 def assign_bins(values: np.ndarray, edges: np.ndarray, *, lowest_closed: bool = True) -> np.ndarray:

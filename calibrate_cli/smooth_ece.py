@@ -23,7 +23,7 @@ use numpy FFTs (relplot: ``np.convolve``): the same sums up to float64 rounding.
 its own bisection path; rows that evaluate the same σ share one batched convolution.
 
 Spreading: with unit weights (the data themselves, ``weights=None``) each grid is four weighted
-``np.bincount`` passes over the samples in pieces of 2²⁰ (O(N) time, O(piece) memory, pieces added in
+``np.bincount`` passes over the samples in pieces of 2¹⁸ (O(N) time, O(piece) memory, pieces added in
 order: deterministic); with b rows of weights (the bootstrap) a sparse (2G, N) matrix times the
 (N, b) weights, which shares the per-sample work among the rows.
 """

@@ -24,7 +24,7 @@ import numpy as np
 __all__ = ["sort_by_confidence", "ks_from_sorted", "PairwiseSum"]
 
 #: samples per piece in the chunked passes over sorted samples (bounded temporaries)
-PIECE = 1 << 20
+PIECE = 1 << 18
 
 
 def sort_by_confidence(conf: np.ndarray, correct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -40,7 +40,10 @@ def sort_by_confidence(conf: np.ndarray, correct: np.ndarray) -> tuple[np.ndarra
     keys = conf64.view(np.int64) << 1  # a new array: conf is untouched
     keys |= correct
     keys.sort()
-    correct_sorted = (keys & 1).astype(bool)
+    low_bytes = keys.view(np.uint8)[:: keys.itemsize]  # a strided view of each key's least significant byte
+    if keys.dtype.byteorder == ">" or (keys.dtype.byteorder == "=" and np.little_endian is False):
+        low_bytes = keys.view(np.uint8)[keys.itemsize - 1 :: keys.itemsize]  # pragma: no cover - big-endian
+    correct_sorted = (low_bytes & 1).view(bool)  # (N,) bytes, no (N,) int64 temporary
     keys >>= 1
     return keys.view(np.float64), correct_sorted
 

@@ -256,3 +256,14 @@ def test_compiled_binning_equals_the_numpy_pass(monkeypatch):
         got = binning.bin_statistics(values, correct, edges, lowest_closed=closed)
         assert np.array_equal(got.count, want.count)
         assert np.array_equal(got.sum_conf, want.sum_conf) and np.array_equal(got.sum_correct, want.sum_correct)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 14, 15, 16, 100, 1001])
+def test_equal_mass_edges_equal_np_interp_over_all_sorted_values(n):
+    """The edges read from the order statistics around each position are np.interp's over all N."""
+    rng = np.random.default_rng(n)
+    for m in (1, 2, 15, 100, 1000):
+        for v in (rng.random(n), np.round(rng.random(n), 1), rng.random(n).astype(np.float32)):
+            want = np.interp(np.linspace(0, n, m + 1), np.arange(n), np.sort(v))
+            assert np.array_equal(binning.equal_mass_edges(v, m), want), (n, m)
+            assert np.array_equal(binning.equal_mass_edges(v, m, sorted_values=np.sort(v).astype(np.float64)), want)
