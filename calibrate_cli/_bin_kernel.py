@@ -1,8 +1,8 @@
 """numba loop for the 1-D binning pass of :func:`calibrate_cli.binning.bin_statistics` (imported only
 when numba is installed and the input is large): one sequential pass over the samples that finds
 each value's bin as ``searchsorted(edges, v, "left") − 1`` (binary search, comparisons in the
-values' dtype; for the edges b/M, ``assign_bins``' own ⌈v·M⌉ formula, which equals it), applies :func:`~calibrate_cli.binning.assign_bins`' clamps and adds the value and
-target to the bin's running sums in sample order, exactly as ``np.bincount`` does: bit-identical
+values' dtype; for the edges b/M, ``assign_bins``' own ⌈v·M⌉ formula, which equals it), applies
+:func:`~calibrate_cli.binning.assign_bins`' clamps and adds the value and target to the bin's running sums in sample order, exactly as ``np.bincount`` does: bit-identical
 sums, no (N,) temporaries."""
 
 import numpy as np
