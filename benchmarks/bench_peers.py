@@ -23,7 +23,11 @@ sums it, vs a torchmetrics process (load, softmax, ECE), wall time and peak RSS 
     python benchmarks/bench_peers.py                       # the sizes of issue 15
     python benchmarks/bench_peers.py --sizes 100000x10 --repeat 3 --dir /tmp/bench
 
-Not a test. The machine's load is printed (os.getloadavg) before and after each size.
+Not a test. The machine's load is printed (os.getloadavg) before and after each size. The peers are
+benchmark-only dependencies, not calib's (a peer that is not installed shows its import error):
+
+    pip install torch==2.13.0 torchmetrics==1.8.2 scikit-learn uncertainty-calibration==0.1.4
+    pip install --no-deps netcal==1.4.0      # its other dependencies (scipy, matplotlib, ...) as installed
 """
 
 from __future__ import annotations
