@@ -79,18 +79,26 @@ def torch_linspace_edges(n_bins: int) -> np.ndarray:
     return np.where(i < (m + 1) // 2, first, second).astype(np.float32)
 
 
-def equal_mass_edges(values: np.ndarray, n_bins: int) -> np.ndarray:
+def equal_mass_edges(values: np.ndarray, n_bins: int, *, sorted_values: np.ndarray | None = None) -> np.ndarray:
     """Equal-mass (adaptive) edges of the reference code (Mukhoti et al. 2020, ``histedges_equalN``).
 
     ``e = np.interp(np.linspace(0, N, M + 1), np.arange(N), np.sort(values))``: e_0 is the smallest
-    value, e_M the largest, and the inner edges interpolate the sorted values.
+    value, e_M the largest, and the inner edges interpolate the sorted values. ``sorted_values``:
+    ``np.sort(values)`` when already at hand (in a dtype that holds the values exactly).
     """
     m = _check_n_bins(n_bins)
     values = np.asarray(values)
     n = values.shape[0]
     if n == 0:
         raise InputError("cannot compute equal-mass bin edges of 0 values")
-    return np.interp(np.linspace(0, n, m + 1), np.arange(n), np.sort(values))
+    ordered = np.sort(values) if sorted_values is None else sorted_values
+    x = np.linspace(0, n, m + 1)
+    # np.interp over xp = 0..N−1 reads only the two order statistics around each x: interpolating on
+    # those points alone is the same arithmetic (same interval, slope and offset), without the (N,)
+    # float64 copy of arange(N) that np.interp would make
+    below = np.clip(np.floor(x).astype(np.int64), 0, n - 1)
+    points = np.unique(np.concatenate([below, np.minimum(below + 1, n - 1)]))
+    return np.interp(x, points.astype(np.float64), np.asarray(ordered[points], dtype=np.float64))
 
 
 def assign_bins(values: np.ndarray, edges: np.ndarray, *, lowest_closed: bool = True) -> np.ndarray:
@@ -280,6 +288,8 @@ def bin_statistics(
     """
     values = np.asarray(values)
     m = np.asarray(edges).shape[0] - 1
+    if values.ndim == 1 and weights is None:
+        return _bin_statistics_1d(values, targets, edges, lowest_closed, bin_index)
     idx = assign_bins(values, edges, lowest_closed=lowest_closed) if bin_index is None else bin_index
     targets = np.asarray(targets, dtype=np.float64)
     vals64 = values.astype(np.float64, copy=False)
@@ -310,4 +320,66 @@ def bin_statistics(
         count = np.bincount(idx, weights=w, minlength=m).round().astype(np.int64)
         sum_conf = np.bincount(idx, weights=w * vals64, minlength=m)
         sum_correct = np.bincount(idx, weights=w * targets, minlength=m)
+    return BinStats(edges=np.asarray(edges), count=count, sum_conf=sum_conf, sum_correct=sum_correct, n=n)
+
+
+#: samples per piece of the 1-D binning pass (bounded temporaries: ~50 MB whatever N)
+_PIECE = 1 << 20
+
+
+#: from this many samples on, the 1-D binning pass runs compiled (numba, when installed): importing
+#: numba and loading the cached loop (~1 s, paid once per process) costs less than the numpy pass
+_COMPILED_MIN = 1 << 22
+
+
+def _compiled_binning(values, targets, edges) -> bool:
+    """Whether the compiled pass applies: numba installed (and not CALIB_ENGINE=numpy), values and
+    edges of one float dtype (comparisons in that dtype, as numpy's), targets bool or float64."""
+    import os
+
+    from .kernels import ENGINE_ENV, HAVE_NUMBA
+
+    if not HAVE_NUMBA or os.environ.get(ENGINE_ENV, "").strip().lower() == "numpy":
+        return False
+    return (values.dtype == edges.dtype and values.dtype in (np.float32, np.float64)
+            and targets.dtype in (np.bool_, np.float64) and targets.shape == values.shape)
+
+
+def _bin_statistics_1d(values, targets, edges, lowest_closed, bin_index) -> BinStats:
+    """:func:`bin_statistics` of one column without weights, in pieces of :data:`_PIECE` samples.
+
+    Each piece's values are added into the running per-bin sums with ``np.add.at`` (unbuffered,
+    in sample order), so the sums are bit-identical to one ``np.bincount`` over all N samples,
+    while the bin indices and float64 copies exist for one piece at a time. From
+    :data:`_COMPILED_MIN` samples on, a compiled loop (``_bin_kernel``, numba) does the same in one
+    sequential pass: the same sums bit for bit (tests/test_scale.py)."""
+    m = np.asarray(edges).shape[0] - 1
+    n = int(values.shape[0])
+    count = np.zeros(m, dtype=np.int64)
+    sum_conf = np.zeros(m)
+    sum_correct = np.zeros(m)
+    targets = np.asarray(targets)
+    edges_arr = np.asarray(edges)
+    if bin_index is None and n >= _COMPILED_MIN and _compiled_binning(values, targets, edges_arr):
+        from ._bin_kernel import bin_sums_1d
+
+        uniform = edges_arr.dtype == np.float64 and m > 1 and np.array_equal(edges_arr, uniform_edges(m))
+        bin_sums_1d(np.ascontiguousarray(values), np.ascontiguousarray(targets), edges_arr, bool(uniform),
+                    bool(lowest_closed), count, sum_conf, sum_correct)
+        return BinStats(edges=edges_arr, count=count, sum_conf=sum_conf, sum_correct=sum_correct, n=n)
+    for start in range(0, n, _PIECE):
+        piece = slice(start, min(n, start + _PIECE))
+        v = values[piece]
+        if bin_index is None:
+            idx = assign_bins(v, edges, lowest_closed=lowest_closed)
+        else:
+            idx = np.asarray(bin_index[piece])
+        vals64 = v.astype(np.float64, copy=False)
+        t = targets[piece].astype(np.float64, copy=False)
+        keep = idx >= 0
+        if not keep.all():
+            idx, vals64, t = idx[keep], vals64[keep], t[keep]
+        count += np.bincount(idx, minlength=m)
+        np.add.at(sum_conf, idx, vals64)
+        np.add.at(sum_correct, idx, t)
     return BinStats(edges=np.asarray(edges), count=count, sum_conf=sum_conf, sum_correct=sum_correct, n=n)

@@ -12,6 +12,7 @@ from .errors import InputError
 from .metric_registry import METRIC_NAMES, METRICS, sums_needed
 from .metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins, metrics_from_summary, with_class_sorted
 from .predictions import InputKind, Predictions, as_predictions
+from .sorting import sort_by_confidence
 from .summary import PredictionSummary, check_compat, summarize
 
 __all__ = [
@@ -42,17 +43,20 @@ def summarize_data(
     scores_name: str = "scores",
     labels_name: str = "labels",
     metrics=None,
+    sums_only: bool = False,
 ) -> SummarizedData:
     """Validate ``scores``/``labels`` (:func:`~calibrate_cli.predictions.as_predictions`) and make the one
-    summary pass (:func:`~calibrate_cli.summary.summarize`, with the classwise statistics).
+    summary pass (:func:`~calibrate_cli.summary.summarize`, with the classwise statistics; ``sums_only``:
+    NLL, Brier and top-5 kept as sums, enough for the metrics but not for resampling).
 
-    ``metrics``: names of metrics wanted besides the default ones (or "all"); ACE's per-class sorts
-    are made only when it is among them."""
+    ``metrics``: names of metrics wanted besides the default ones (or "all"); each class's
+    probabilities are sorted (ACE, classwise RMS/KS) only when one of them is among them."""
     compat = check_compat(compat)
     predictions = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name)
-    summary = summarize(predictions, n_bins=n_bins, compat=compat, classwise=True, scores_name=scores_name)
+    summary = summarize(
+        predictions, n_bins=n_bins, compat=compat, classwise=True, scores_name=scores_name, sums_only=sums_only
+    )
     return SummarizedData(predictions, with_optional_sums(summary, predictions, n_bins, metrics))
-
 
 def with_optional_sums(summary: PredictionSummary, predictions: Predictions, n_bins: int, metrics) -> PredictionSummary:
     """``summary`` with what the wanted metrics that are not in the default pass need (each class's
@@ -295,6 +299,7 @@ def evaluate(
     data = summarize_data(
         scores, labels, input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=scores_name,
         labels_name=labels_name, metrics=_union(metrics, bootstrap_metrics if bootstrap else None),
+        sums_only=not bootstrap,  # the bootstrap resamples the per-sample columns
     )
     return report_from_summary(
         data.summary, input_kind=input_kind, n_bins=n_bins, scores_name=scores_name, predictions=data.predictions,
@@ -326,10 +331,16 @@ def report_from_summary(
     if predictions is not None:
         summary = with_optional_sums(summary, predictions, n_bins, _union(metrics, bootstrap_metrics if bootstrap else None))
     width = equal_width_bins(summary.confidences, summary.correct, n_bins, compat=compat)
-    mass = equal_mass_bins(summary.confidences, summary.correct, n_bins, compat=compat)
-    metrics = metrics_from_summary(summary, n_bins, width=width, mass=mass)
+    # one sort serves AdaECE's edges, KS-CE and SmoothECE (calibrate_cli.sorting)
+    ordered = sort_by_confidence(summary.confidences, summary.correct)
+    mass = equal_mass_bins(summary.confidences, summary.correct, n_bins, compat=compat, sorted_confidences=ordered[0])
+    metrics = metrics_from_summary(summary, n_bins, width=width, mass=mass, ordered=ordered)
+    del ordered
     warnings = []
-    n_inf = int(np.isinf(summary.nll).sum())
+    if summary.totals is not None:
+        n_inf = summary.totals.nll_inf
+    else:
+        n_inf = int(np.isinf(summary.nll).sum())
     if n_inf:
         warnings.append(
             f"{scores_name}: {n_inf} sample(s) give probability 0 to the true class: NLL is inf (not clipped)"

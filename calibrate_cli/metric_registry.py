@@ -91,13 +91,14 @@ class WeightedSamples:
     """The samples sorted by increasing confidence (stable), with b rows of multiplicities.
 
     conf     (N,) float64 top-label confidences, ascending
-    correct  (N,) float64 0/1 top-label correctness, in the same order
-    weights  (b, N) float64 multiplicity of each sample in each row (ones: the data themselves)
+    correct  (N,) 0/1 top-label correctness (float64 or bool), in the same order
+    weights  (b, N) float64 multiplicity of each sample in each row, or None: one row of ones (the
+             data themselves, never built; the order within runs of equal confidence is then free)
     """
 
     conf: np.ndarray
     correct: np.ndarray
-    weights: np.ndarray
+    weights: np.ndarray | None
 
 
 @dataclass(frozen=True)
@@ -239,6 +240,10 @@ def _ks_ce(s: MetricSums) -> np.ndarray:
     """Gupta et al. 2021: max_t |(1/N) Σ_{i: conf_i ≤ t} (conf_i − correct_i)|, the maximum taken at
     each distinct confidence (the end of each run of ties), so the order of tied samples is irrelevant."""
     x = s.samples
+    if x.weights is None:  # the data themselves: one pass in pieces (no (N,) temporaries)
+        from .sorting import ks_from_sorted
+
+        return np.array([ks_from_sorted(x.conf, x.correct)])
     last = np.append(x.conf[1:] != x.conf[:-1], True)  # the last sample of each run of equal confidences
     out = np.empty(x.weights.shape[0])
     step = max(1, (1 << 22) // max(x.conf.shape[0], 1))  # rows at a time: bounded (rows × N) memory

@@ -36,6 +36,7 @@ from .metric_registry import (
     sums_needed,
 )
 from .predictions import InputKind, as_predictions
+from .sorting import sort_by_confidence
 from .summary import PredictionSummary, check_compat, summarize
 
 __all__ = [
@@ -78,20 +79,27 @@ def equal_width_bins(
 
 
 def equal_mass_bins(
-    confidences: np.ndarray, correct: np.ndarray, n_bins: int = DEFAULT_N_BINS, *, compat: str | None = None
+    confidences: np.ndarray,
+    correct: np.ndarray,
+    n_bins: int = DEFAULT_N_BINS,
+    *,
+    compat: str | None = None,
+    sorted_confidences: np.ndarray | None = None,
 ) -> BinStats:
     """Per-bin statistics over M equal-mass bins; bin 0 is [e_0, e_1], bin b > 0 is (e_b, e_{b+1}].
 
     Edges as the reference code (``np.interp`` over the sorted confidences). With
     ``compat="focal-calibration"`` the comparisons are float32 and bin 0 is open below, so the
     minimum-confidence sample(s) fall in no bin (the reference code's bug) while N stays the same.
+    ``sorted_confidences``: the confidences already sorted (any dtype holding them exactly, e.g.
+    from :func:`~calibrate_cli.sorting.sort_by_confidence`), to skip the sort; same edges.
     """
     if check_compat(compat):
         conf32 = np.asarray(confidences, dtype=np.float32)
-        edges = equal_mass_edges(conf32, n_bins).astype(np.float32)
+        edges = equal_mass_edges(conf32, n_bins, sorted_values=sorted_confidences).astype(np.float32)
         return bin_statistics(conf32, correct, edges, lowest_closed=False)
     conf64 = np.asarray(confidences, dtype=np.float64)
-    return bin_statistics(conf64, correct, equal_mass_edges(conf64, n_bins))
+    return bin_statistics(conf64, correct, equal_mass_edges(conf64, n_bins, sorted_values=sorted_confidences))
 
 
 def _batch_of_one(bins: BinStats) -> BinSums:
@@ -105,20 +113,30 @@ def summary_sums(
     *,
     width: BinStats | None = None,
     mass: BinStats | None = None,
+    ordered: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> MetricSums:
     """The sufficient sums (:class:`~calibrate_cli.metric_registry.MetricSums`, batch of 1) of a summary.
 
     Only the sums the metrics ``names`` (default: all) need are computed (the equal-mass bins sort
     the confidences). Each total is the float64 sum of the per-sample array (``np.sum``, pairwise,
-    in sample order): its mean is then exactly ``np.mean`` of that array.
+    in sample order): its mean is then exactly ``np.mean`` of that array (a summary made with
+    ``sums_only`` carries those totals, :class:`~calibrate_cli.summary.SampleTotals`).
+
+    ``ordered``: (confidences ascending, correctness in that order), from
+    :func:`~calibrate_cli.sorting.sort_by_confidence`; sorted here (once, for AdaECE's edges, KS-CE
+    and SmoothECE) when needed and not given.
     """
     needed = sums_needed(names)
     s, one = summary, lambda x: np.array([x], dtype=np.float64)  # noqa: E731
     if width is None:
         width = equal_width_bins(s.confidences, s.correct, n_bins, compat=s.compat)
+    if ordered is None and ("samples" in needed or (mass is None and "mass" in needed)):
+        ordered = sort_by_confidence(s.confidences, s.correct)
     if mass is None and "mass" in needed:
-        mass = equal_mass_bins(s.confidences, s.correct, n_bins, compat=s.compat)
+        mass = equal_mass_bins(s.confidences, s.correct, n_bins, compat=s.compat, sorted_confidences=ordered[0])
     confident = s.confidences >= S99_THRESHOLD
+    if s.totals is not None:
+        return _sums_from_totals(s, width, mass, confident, needed, ordered)
     infinite = ~np.isfinite(s.nll)
     gap = classes = None
     if s.classwise is not None and "classwise_gap" in needed:
@@ -138,11 +156,6 @@ def summary_sums(
     if math.isinf(nll_sum):  # finite terms whose sum overflows (logits near 1e308): sum them divided by N
         nll_scale = float(s.n)
         nll_sum = np.sum(np.asarray(finite_nll, dtype=np.float64) / nll_scale)
-    samples = None
-    if "samples" in needed:  # sorted by confidence (stable), one row of unit weights
-        order = np.argsort(s.confidences, kind="stable")
-        conf = s.confidences[order].astype(np.float64)
-        samples = WeightedSamples(conf, s.correct[order].astype(np.float64), np.ones((1, s.n)))
     return MetricSums(
         n=s.n,
         width=_batch_of_one(width),
@@ -158,10 +171,61 @@ def summary_sums(
         s99_correct=one(np.count_nonzero(confident & s.correct)),
         classwise_gap=gap,
         classwise_classes=classes,
-        samples=samples,
-        class_samples=(
-            ClassSamples(s.class_sorted, np.ones((1, s.n))) if s.class_sorted is not None and "class_samples" in needed else None
-        ),
+        samples=_samples(ordered, needed),
+        class_samples=_class_samples(s, needed),
+    )
+
+
+def _class_samples(s: PredictionSummary, needed) -> ClassSamples | None:
+    """Each class's sorted probabilities with unit weights (ACE, classwise RMS/KS), when held and needed."""
+    if s.class_sorted is None or "class_samples" not in needed:
+        return None
+    return ClassSamples(s.class_sorted, np.ones((1, s.n)))
+
+
+def _samples(ordered, needed) -> WeightedSamples | None:
+    """The sorted samples with unit weights (``weights=None``: one row of ones, never built)."""
+    if "samples" not in needed:
+        return None
+    return WeightedSamples(ordered[0], ordered[1], None)
+
+
+def _classwise_gap(s: PredictionSummary, needed) -> np.ndarray | None:
+    if s.classwise is None or "classwise_gap" not in needed:
+        return None
+    if isinstance(s.classwise, SparseBinStats):
+        gap = (s.classwise.calibration_error() * s.n)[:, None]
+    else:
+        gap = s.classwise.sum_correct - s.classwise.sum_conf
+    if s.compat:
+        gap = gap[: int(s.labels.max()) + 1]
+    return gap[None]
+
+
+def _sums_from_totals(s: PredictionSummary, width, mass, confident, needed, ordered) -> MetricSums:
+    """:func:`summary_sums` of a summary that kept only the sums of its NLL, Brier and top-5 columns
+    (the same numbers: each total is ``np.sum`` of the column)."""
+    t, one = s.totals, lambda x: np.array([x], dtype=np.float64)  # noqa: E731
+    nll_sum, nll_scale = t.nll_sum, 1.0
+    if math.isinf(nll_sum):
+        nll_sum, nll_scale = t.nll_sum_scaled, float(s.n)
+    return MetricSums(
+        n=s.n,
+        width=_batch_of_one(width),
+        mass=None if mass is None else _batch_of_one(mass),
+        correct=one(np.count_nonzero(s.correct)),
+        conf=one(np.sum(s.confidences, dtype=np.float64)),
+        nll=one(nll_sum),
+        nll_scale=nll_scale,
+        nll_inf=one(t.nll_inf),
+        brier=one(t.brier_sum),
+        top5=None if t.top5_count is None else one(t.top5_count),
+        s99=one(np.count_nonzero(confident)),
+        s99_correct=one(np.count_nonzero(confident & s.correct)),
+        classwise_gap=_classwise_gap(s, needed),
+        classwise_classes=None,
+        samples=_samples(ordered, needed),
+        class_samples=_class_samples(s, needed),
     )
 
 
@@ -186,16 +250,18 @@ def metrics_from_summary(
     *,
     width: BinStats | None = None,
     mass: BinStats | None = None,
+    ordered: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, float | None]:
     """Every metric of docs/metrics.md as a dict keyed by :data:`METRIC_NAMES` (None where undefined).
 
-    ``width``/``mass``: the equal-width / equal-mass bin statistics when already computed. Each
+    ``width``/``mass``: the equal-width / equal-mass bin statistics when already computed (``ordered``:
+    the samples sorted by confidence, :func:`~calibrate_cli.sorting.sort_by_confidence`). Each
     metric is its registry entry's function of the summary's sums (:func:`summary_sums`). The opt-in
     classwise metrics (not in :data:`~calibrate_cli.metric_registry.DEFAULT_METRICS`: ACE, classwise
     RMS/KS) are in the dict only when the summary holds their sorted classes (``summary.class_sorted``).
     """
     names = [spec.name for spec in METRICS if spec.by_default or all(_summary_has(summary, f) for f in spec.needs)]
-    point = _point(summary, names, n_bins, width=width, mass=mass)
+    point = _point(summary, names, n_bins, width=width, mass=mass, ordered=ordered)
     return {name: None if math.isnan(v) else v for name, v in point.items()}
 
 

@@ -19,6 +19,7 @@ from typing import Iterator, Literal
 import numpy as np
 
 from .errors import InputError
+from .pages import release_rows
 
 InputKind = Literal["logits", "probs"]
 INPUT_KINDS = ("logits", "probs")
@@ -114,7 +115,11 @@ def _check_scores(scores: np.ndarray, name: str, input_kind: str) -> np.ndarray:
         )
     k = scores.shape[1] if scores.ndim == 2 else 1
     tolerance = probs_sum_tolerance(scores)
+    previous = None
     for rows in row_chunks(scores.shape[0], k):
+        if previous is not None:  # memory-mapped input: the pages of checked rows leave memory
+            release_rows(scores, previous)
+        previous = rows
         chunk = scores[rows]
         if chunk.dtype.kind == "f":
             bad = ~np.isfinite(chunk)
@@ -141,6 +146,8 @@ def _check_scores(scores: np.ndarray, name: str, input_kind: str) -> np.ndarray:
                         f"{name}: probability rows must sum to 1 (±{tolerance:.3g}); row {row} sums to "
                         f"{sums[off][0]:.6g}; if these are logits, drop --probs"
                     )
+    if previous is not None:
+        release_rows(scores, previous)
     return scores
 
 
@@ -242,8 +249,8 @@ def _check_labels(labels: np.ndarray, name: str, k: int) -> np.ndarray:
             f"{name}: label {shown} at row {row} is not a class index: out of range for K = {k} classes "
             f"(expected 0..{k - 1})"
         )
-    out = labels.astype(np.int64)
-    return out
+    # int64 labels are used as given (no copy: at N = 10^7 a copy is 80 MB more at the peak)
+    return labels.astype(np.int64, copy=False)
 
 
 #: rows of a 2-D labels array looked at to tell scores from one-hot labels (enough, and cheap on a memmap)

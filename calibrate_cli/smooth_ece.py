@@ -21,6 +21,11 @@ Sample multiplicities w_i (a bootstrap resample) weight each sample's grid contr
 what relplot computes on the resampled arrays (each copy adds the same amount). The convolutions
 use numpy FFTs (relplot: ``np.convolve``): the same sums up to float64 rounding. Every batch row follows
 its own bisection path; rows that evaluate the same σ share one batched convolution.
+
+Spreading: with unit weights (the data themselves, ``weights=None``) each grid is four weighted
+``np.bincount`` passes over the samples in pieces of 2¹⁸ (O(N) time, O(piece) memory, pieces added in
+order: deterministic); with b rows of weights (the bootstrap) a sparse (2G, N) matrix times the
+(N, b) weights, which shares the per-sample work among the rows.
 """
 
 from __future__ import annotations
@@ -47,10 +52,37 @@ class _Grids:
     reused by every bisection step; a finer grid (σ < 0.01) is made for the rows that need it.
     """
 
-    def __init__(self, conf: np.ndarray, residual: np.ndarray, weights: np.ndarray):
-        self.conf, self.residual, self.weights = conf, residual, weights
+    def __init__(self, conf: np.ndarray, correct: np.ndarray, weights: np.ndarray | None):
+        self.conf, self.correct, self.weights = conf, correct, weights
+        self.b = 1 if weights is None else weights.shape[0]
         self._matrices: dict[int, object] = {}
         self._common = None  # spectra (2b, F) of the G = 1001 grid for all rows, made on first use
+
+    @property
+    def residual(self) -> np.ndarray:
+        return self.conf - np.asarray(self.correct, dtype=np.float64)
+
+    def spread_unit(self, g: int) -> np.ndarray:
+        """(1, 2G): the residuals (first G) and ones (last G) spread onto the grid, unit weights.
+
+        Sample i adds (1 − a_i)·r_i to node lo_i and a_i·r_i to lo_i + 1 (and 1 − a_i, a_i to the
+        density grid), as the matrix rows do; by ``np.bincount`` over pieces of the samples."""
+        from .sorting import PIECE
+
+        out = np.zeros((1, 2 * g))
+        n = self.conf.shape[0]
+        for start in range(0, n, PIECE):
+            conf = self.conf[start : start + PIECE]
+            x = conf * (g - 1)
+            lo = x.astype(np.int32).clip(0, g - 2)
+            frac = x - lo
+            residual = conf - np.asarray(self.correct[start : start + PIECE], dtype=np.float64)
+            keep = 1 - frac
+            out[0, :g] += np.bincount(lo, weights=keep * residual, minlength=g)
+            out[0, :g] += np.bincount(lo + 1, weights=frac * residual, minlength=g)
+            out[0, g:] += np.bincount(lo, weights=keep, minlength=g)
+            out[0, g:] += np.bincount(lo + 1, weights=frac, minlength=g)
+        return out
 
     def matrix(self, g: int):
         """(2G, N) sparse: rows 0..G−1 spread the residuals, rows G..2G−1 the ones."""
@@ -71,8 +103,10 @@ class _Grids:
             data[:, 1] = frac
             data[:, 2] = data[:, 0]
             data[:, 3] = frac
-            data[:, 0] *= self.residual
-            data[:, 1] *= self.residual
+            residual = self.residual
+            data[:, 0] *= residual
+            data[:, 1] *= residual
+            del residual
             del lo, frac
             index_type = np.int32 if 4 * n < np.iinfo(np.int32).max else np.int64
             indptr = np.arange(0, 4 * n + 1, 4, dtype=index_type)
@@ -83,13 +117,16 @@ class _Grids:
         """(2R, F): the FFTs of the reflected residual grids (first R) and density grids of ``rows``."""
         if g == _COMMON_GRID:
             if self._common is None:
-                self._common = self._spectra(g, np.arange(self.weights.shape[0]))
-            b = self.weights.shape[0]
+                self._common = self._spectra(g, np.arange(self.b))
+            b = self.b
             return np.concatenate([self._common[rows], self._common[rows + b]], axis=0)
         return self._spectra(g, rows)
 
     def _spectra(self, g: int, rows: np.ndarray) -> np.ndarray:
-        spread = (self.matrix(g) @ self.weights[rows].T).T  # (R, 2G)
+        if self.weights is None:
+            spread = self.spread_unit(g)[np.zeros(rows.shape[0], dtype=np.int64)]
+        else:
+            spread = (self.matrix(g) @ self.weights[rows].T).T  # (R, 2G)
         values = np.concatenate([spread[:, :g], spread[:, g:]], axis=0)
         flipped = values[:, ::-1]
         extended = np.concatenate([flipped[:, :-1], values, flipped[:, 1:]], axis=1)  # L = 3G − 2
@@ -146,14 +183,14 @@ def _by_sigma(grids: _Grids, sigmas: np.ndarray, rows: np.ndarray) -> np.ndarray
 
 def _grids(conf, correct, weights) -> _Grids:
     conf = np.asarray(conf, dtype=np.float64)
-    w = np.ones((1, conf.shape[0])) if weights is None else np.asarray(weights, dtype=np.float64)
-    return _Grids(conf, conf - np.asarray(correct, dtype=np.float64), w)
+    w = None if weights is None else np.asarray(weights, dtype=np.float64)
+    return _Grids(conf, np.asarray(correct), w)
 
 
 def smooth_ece_at(conf, correct, sigma: float, weights=None) -> np.ndarray:
     """smECE_σ at a fixed bandwidth (relplot's ``smECE_sigma``), one value per weight row."""
     grids = _grids(conf, correct, weights)
-    return _at(grids, np.arange(grids.weights.shape[0]), float(sigma))
+    return _at(grids, np.arange(grids.b), float(sigma))
 
 
 def smooth_ece(conf, correct, weights=None, *, return_sigma: bool = False):
@@ -163,7 +200,7 @@ def smooth_ece(conf, correct, weights=None, *, return_sigma: bool = False):
     row (None: one row of ones). Returns (b,) values (and the (b,) bandwidths σ*).
     """
     grids = _grids(conf, correct, weights)
-    b = grids.weights.shape[0]
+    b = grids.b
     all_rows = np.arange(b)
     # search_param(check, start=1): check(σ) = σ < eps or σ < smECE_σ
     done = 1.0 < _at(grids, all_rows, 1.0)
