@@ -37,12 +37,14 @@ def summarize_data(
     compat: str | None = None,
     scores_name: str = "scores",
     labels_name: str = "labels",
+    device: str | None = None,
 ) -> SummarizedData:
     """Validate ``scores``/``labels`` (:func:`~calibrate_cli.predictions.as_predictions`) and make the one
-    summary pass (:func:`~calibrate_cli.summary.summarize`, with the classwise statistics)."""
+    summary pass (:func:`~calibrate_cli.summary.summarize`, with the classwise statistics) on ``device``."""
     compat = check_compat(compat)
     predictions = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name)
-    summary = summarize(predictions, n_bins=n_bins, compat=compat, classwise=True, scores_name=scores_name)
+    summary = summarize(predictions, n_bins=n_bins, compat=compat, classwise=True, scores_name=scores_name,
+                        device=device)
     return SummarizedData(predictions, summary)
 
 
@@ -76,6 +78,7 @@ class EvalReport:
     warnings       things the user must know (e.g. an infinite NLL)
     intervals      metric → :class:`~calibrate_cli.bootstrap.ConfidenceInterval` (with ``bootstrap=B``)
     bootstrap      the bootstrap's settings (n_resamples, level, method, seed, device), or None
+    device         where the summary pass ran: "cpu" (numpy), "cuda" or "torch-cpu"
     """
 
     n: int
@@ -90,6 +93,7 @@ class EvalReport:
     warnings: tuple[str, ...] = field(default=())
     intervals: dict = field(default_factory=dict)
     bootstrap: dict | None = None
+    device: str = "cpu"
 
     def to_dict(self) -> dict:
         """JSON-ready dict with the stable keys of docs/json-schema.md."""
@@ -105,6 +109,7 @@ class EvalReport:
             "classwise_ece_per_class": list(self.classwise_ece_per_class),
             "warnings": list(self.warnings),
             "bootstrap": self.bootstrap,
+            "device": self.device,
         }
 
 
@@ -136,6 +141,12 @@ def evaluate(
     from the same validated data and summary pass: ``ci_level``, ``ci_method``, ``seed``,
     ``device`` and ``progress`` as in :func:`calibrate_cli.bootstrap.bootstrap` (None: its defaults);
     ``bootstrap_metrics``: its ``metrics`` (None: all but the per-sample KS-CE and SmoothECE; "all").
+    ``device`` ("cpu", "cuda", "auto", "torch-cpu"; None: "cpu") also runs the summary pass (softmax,
+    NLL, Brier, top-5, bins) there with torch, in float64, equal to the CPU's numbers to rounding
+    (:mod:`calibrate_cli.torch_engine`); ``report.device`` says where it ran. With a bootstrap the
+    summary pass stays on the CPU: the resamples are drawn over the samples in confidence order, and
+    confidences equal to rounding only could order ties differently — on the CPU every device draws
+    the very same samples, so the intervals are the same on every device.
 
     >>> import numpy as np
     >>> report = evaluate(np.array([[2.0, 0.0], [0.0, 1.0]]), np.array([0, 0]))
@@ -143,12 +154,13 @@ def evaluate(
     (0.5, 2, 2)
     """
     data = summarize_data(
-        scores, labels, input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=scores_name, labels_name=labels_name
+        scores, labels, input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=scores_name, labels_name=labels_name,
+        device=None if bootstrap else device,
     )
     return report_from_summary(
         data.summary, input_kind=input_kind, n_bins=n_bins, scores_name=scores_name, predictions=data.predictions,
         bootstrap=bootstrap, ci_level=ci_level, ci_method=ci_method, seed=seed, device=device, progress=progress,
-        bootstrap_metrics=bootstrap_metrics,
+        bootstrap_metrics=bootstrap_metrics, summary_device=None if bootstrap else device,
     )
 
 
@@ -166,9 +178,11 @@ def report_from_summary(
     device: str | None = None,
     progress=None,
     bootstrap_metrics=None,
+    summary_device: str | None = None,
 ) -> EvalReport:
     """The :class:`EvalReport` of one summary pass (of one data set, or of merged shards:
-    :mod:`calibrate_cli.shards`). ``bootstrap=B`` also needs the validated ``predictions``."""
+    :mod:`calibrate_cli.shards`). ``bootstrap=B`` also needs the validated ``predictions``.
+    ``summary_device``: where the summary pass ran (recorded; None: "cpu")."""
     compat = summary.compat
     width = equal_width_bins(summary.confidences, summary.correct, n_bins, compat=compat)
     mass = equal_mass_bins(summary.confidences, summary.correct, n_bins, compat=compat)
@@ -201,7 +215,16 @@ def report_from_summary(
         warnings=tuple(warnings),
         intervals=intervals,
         bootstrap=settings,
+        device=_resolved(summary_device),
     )
+
+
+def _resolved(device: str | None) -> str:
+    if device is None or device == "cpu":
+        return "cpu"
+    from .devices import resolve_device
+
+    return resolve_device(device)
 
 
 def _bootstrap(data, point, n_bins, n_resamples, level, method, seed, device, progress, metrics=None):

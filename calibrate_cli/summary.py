@@ -158,6 +158,16 @@ def _check_float32_range(scores: np.ndarray, first_row: int, compat: str, scores
         )
 
 
+def _device_ops(device: str | None):
+    """The torch namespace of ``device``, or None where it resolves to numpy ("cpu", "auto" without a GPU)."""
+    if device is None or device == "cpu":
+        return None
+    from .devices import array_ops
+
+    ops = array_ops(device)
+    return None if ops.name == "cpu" else ops
+
+
 def summarize(
     predictions: Predictions,
     *,
@@ -166,14 +176,19 @@ def summarize(
     classwise: bool = True,
     scores_name: str = "scores",
     engine: str | None = None,
+    device: str | None = None,
 ) -> PredictionSummary:
     """Compute the per-sample quantities (and classwise bin statistics) of ``predictions``.
 
     ``scores_name`` names the scores in errors (compat mode refuses scores beyond float32's range).
     ``engine`` computes each chunk (:mod:`~calibrate_cli.kernels`): ``"numpy"``, or ``"fused"`` (one
     compiled loop per chunk, needs numba; same numbers); None: ``$CALIB_ENGINE``, else fused when
-    numba is installed and the input is large (:data:`~calibrate_cli.kernels.FUSED_MIN_VALUES`)."""
+    numba is installed and the input is large (:data:`~calibrate_cli.kernels.FUSED_MIN_VALUES`).
+    ``device`` (:data:`~calibrate_cli.devices.DEVICES`; None: "cpu"): "cuda"/"torch-cpu" (and "auto"
+    with a GPU) run each chunk with torch there (:mod:`~calibrate_cli.torch_engine`; the same numbers
+    to rounding), chunks moved to the device one at a time."""
     compat = check_compat(compat)
+    ops = _device_ops(device)
     n, k = predictions.n, predictions.k
     engine = check_engine(engine, n * k)
     labels = predictions.labels
@@ -197,7 +212,7 @@ def summarize(
             _check_float32_range(scores, rows.start, compat, scores_name)
         conf, corr, nll_c, brier_c, top5_c, stats = chunk_statistics(
             scores, y, edges, engine=engine, is_logits=is_logits, compat=compat, top5=top5 is not None,
-            classwise=classwise, lowest_closed=lowest_closed, work_dtype=work_dtype,
+            classwise=classwise, lowest_closed=lowest_closed, work_dtype=work_dtype, ops=ops,
         )
         confidences[rows] = conf
         correct[rows] = corr
@@ -208,7 +223,13 @@ def summarize(
         return stats
 
     # chunks run in parallel; their classwise sums are added in chunk order (thread-count independent)
-    for stats in map_chunks(one_chunk, predictions.row_chunks()):
+    if ops is None:
+        chunks, threads = predictions.row_chunks(), None
+    else:  # one chunk on the device at a time (torch threads within it on a CPU)
+        from .torch_engine import TORCH_CHUNK_ELEMENTS
+
+        chunks, threads = predictions.row_chunks(TORCH_CHUNK_ELEMENTS), 1
+    for stats in map_chunks(one_chunk, chunks, threads):
         if stats is not None:
             totals.add(stats)
 

@@ -17,7 +17,7 @@ from .options import (
     binning_options,
     bootstrap_options,
     calibrator_option,
-    check_device_use,
+    check_device,
     check_resamples,
     gate_on_option,
     interval_warnings,
@@ -110,7 +110,7 @@ def render_report(
     help="With --format csv: write the per-bin table (bin, lower, upper, count, mean_confidence, accuracy, "
     "gap) instead of the metrics (a CSV holds one table; the other formats always include the bins).",
 )
-@bootstrap_options()
+@bootstrap_options(whole_pass=True)
 @gate_on_option
 @click.option(
     "--engine", type=click.Choice(["local", "dask"]), default="local", show_default=True,
@@ -181,6 +181,7 @@ def eval_command(
       calib eval logits.npy labels.npy --plot reliability.png
       calib eval logits.npy labels.npy --format csv --bins -o bins.csv   # the per-bin table
       calib eval logits.npy labels.npy --bootstrap 1000 --ci-level 0.95
+      calib eval logits.npy labels.npy --device cuda    # the metrics pass on the GPU (torch, float64)
       calib eval logits.npy labels.npy --bootstrap 1000 --device auto   # GPU via torch when there is one
       calib eval logits.npy labels.npy --bootstrap 1000 --gate-on lower --fail-above ece=0.02
       calib eval 'preds/x_*.npy' 'labels/y_*.npy'              # shards, quoted: calib expands them
@@ -189,7 +190,7 @@ def eval_command(
     """
     if gate_on != "point" and not n_resamples:
         raise click.UsageError(f"--gate-on {gate_on} needs --bootstrap B (B > 0)")
-    check_device_use(device, n_resamples)
+    check_device(device)  # an unavailable device is the first thing to fix
     check_resamples(n_resamples, ci_level, device)
     gates = parse_gates(fail_above, fail_below)
     Outputs(force).report("--output", output).figure("--plot", plot_path).check()  # before any work
