@@ -28,7 +28,7 @@ C6, C7, C8, C9 = 1.0 / 720, 1.0 / 5040, 1.0 / 40320, 1.0 / 362880
 C10, C11, C12, C13 = 1.0 / 3628800, 1.0 / 39916800, 1.0 / 479001600, 1.0 / 6227020800
 
 
-@njit(nogil=True, error_model="numpy")
+@njit(nogil=True, error_model="numpy", fastmath={"contract"})  # fused multiply-adds: 1.8× faster here
 def _exp_into(zj, inv, mx, out, kbuf, kbits, poly, sbuf, sbits, accumulate):  # pragma: no cover - compiled
     """out[i] (+)= exp(zj·inv[i] − mx[i]) for every i, in three loops the compiler vectorises.
 

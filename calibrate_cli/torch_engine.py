@@ -119,11 +119,11 @@ def _class_bins(ops, p, y, edges: np.ndarray, lowest_closed: bool) -> tuple:
 # ------------------------------------------------------------------------------ temperature fitting
 
 
-def grid_sums(ops, z: np.ndarray, labels: np.ndarray, temps: np.ndarray, objective: str, n_bins: int):
+def grid_sums(ops, z: np.ndarray, labels: np.ndarray, temps: np.ndarray, want_bins: bool, n_bins: int):
     """One chunk of the temperature grid on the device, every T at once, as the numpy grid computes
     it (:func:`~calibrate_cli.calibrators.temperature._grid_chunk`: x = z / T in float64, shifted by its
-    maximum, softmax, first argmax): for ``objective="ece"`` the (T, M) count, Σconf and Σcorrect over
-    the bins (b/M, (b+1)/M] (bin 0 closed); for ``"nll"`` the (T,) sums of −log p_iy(T)."""
+    maximum, softmax, first argmax): with ``want_bins`` (the ECE objective) the (T, M) count, Σconf and
+    Σcorrect over the bins (b/M, (b+1)/M] (bin 0 closed); else (the NLL) the (T,) sums of −log p_iy(T)."""
     torch = ops.torch
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
@@ -133,7 +133,7 @@ def grid_sums(ops, z: np.ndarray, labels: np.ndarray, temps: np.ndarray, objecti
     n_t = t.shape[0]
     xs = x[:, None, :] / t[None, :, None]
     xs = xs - xs.max(dim=-1, keepdim=True).values
-    if objective == "nll":
+    if not want_bins:
         x_y = xs.gather(-1, y[:, None, None].expand(-1, n_t, 1))[..., 0]
         return ops.to_numpy((torch.log(torch.exp(xs).sum(dim=-1)) - x_y).sum(dim=0))
     e = torch.exp(xs)

@@ -227,7 +227,7 @@ def _torch_grid_pass(data, temps, objective, n_bins, report, ops) -> np.ndarray:
     n_t = temps.shape[0]
     total = 0
     for rows in row_chunks(data.n, n_t * data.k, torch_engine.TORCH_CHUNK_ELEMENTS):
-        part = torch_engine.grid_sums(ops, data.logits[rows], data.labels[rows], temps, objective, n_bins)
+        part = torch_engine.grid_sums(ops, data.logits[rows], data.labels[rows], temps, objective == "ece", n_bins)
         total = part if isinstance(total, int) else tuple(a + b for a, b in zip(total, part)) if objective == "ece" \
             else total + part
         report(rows.stop)
