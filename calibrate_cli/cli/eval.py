@@ -259,17 +259,20 @@ def _eval_shards(pairs, load, *, scores, labels, label_col, calibrator, input_ki
     if calibrator is not None:
         load = functools.partial(_calibrated, load=load, calibrator=calibrator, input_kind=input_kind)
         input_kind = calibrator.result_kind(input_kind)
+    # the summary pass on --device (locally, without a bootstrap: see evaluate); Dask tasks on their workers' CPUs
+    summary_device = None if (bootstrap or engine == "dask") else device
     options = dict(load=load, input_kind=input_kind, n_bins=n_bins, compat=compat, keep_predictions=bool(bootstrap))
     with render.progress_bar(f"{len(pairs)} shards", enabled=len(pairs) > 1) as progress:
         if engine == "dask":
             with _dask(scheduler) as client:
                 data = summarize_shards(pairs, client=client, progress=progress, **options)
         else:
-            data = summarize_shards(pairs, progress=progress, **options)
+            data = summarize_shards(pairs, progress=progress, device=summary_device, **options)
     with render.progress_bar("bootstrap", enabled=bootstrap * data.summary.n > PROGRESS_MIN_WORK) as progress:
         report = report_from_shards(
             data, n_bins=n_bins, scores_name=scores, bootstrap=bootstrap, ci_level=ci_level, ci_method=ci_method,
             seed=seed, device=device, progress=progress, bootstrap_metrics=bootstrap_metrics,
+            summary_device=summary_device,
         )
     return report, labels if labels is not None else f"{scores}[{label_col}]"
 

@@ -113,3 +113,18 @@ def test_eval_on_cuda(runner, files):
     dev = _json(runner.invoke(cli, ["eval", *files, "--format", "json", "--device", "cuda"]))
     assert dev["device"] == "cuda"
     _close(cpu["metrics"], dev["metrics"])
+
+
+def test_shards_on_torch_cpu_equal_one_file_on_the_cpu(runner, files, tmp_path):
+    pytest.importorskip("torch")
+    x, y = np.load(files[0]), np.load(files[1])
+    (tmp_path / "xs").mkdir()
+    (tmp_path / "ys").mkdir()
+    for i, rows in enumerate(np.array_split(np.arange(len(y)), 3)):
+        np.save(tmp_path / "xs" / f"x_{i}.npy", x[rows])
+        np.save(tmp_path / "ys" / f"y_{i}.npy", y[rows])
+    one = _json(runner.invoke(cli, ["eval", *files, "--format", "json"]))
+    sharded = _json(runner.invoke(cli, ["eval", str(tmp_path / "xs"), str(tmp_path / "ys"), "--format", "json",
+                                        "--device", "torch-cpu"]))
+    assert sharded["device"] == "torch-cpu"
+    _close(one["metrics"], sharded["metrics"])
