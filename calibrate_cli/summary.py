@@ -229,7 +229,7 @@ def summarize(
         from .torch_engine import TORCH_CHUNK_ELEMENTS
 
         chunks, threads = predictions.row_chunks(TORCH_CHUNK_ELEMENTS), 1
-    for stats in map_chunks(one_chunk, chunks, threads):
+    for stats in map_chunks(one_chunk, chunks) if threads is None else map_chunks(one_chunk, chunks, threads):
         if stats is not None:
             totals.add(stats)
 
