@@ -225,13 +225,16 @@ def _torch_grid_pass(data, temps, objective, n_bins, report, ops) -> np.ndarray:
     from .. import torch_engine
 
     n_t = temps.shape[0]
-    total = 0
+    want_bins = objective == "ece"
+    total = None  # (count, Σconf, Σcorrect) or Σ NLL, added in chunk order
     for rows in row_chunks(data.n, n_t * data.k, torch_engine.TORCH_CHUNK_ELEMENTS):
-        part = torch_engine.grid_sums(ops, data.logits[rows], data.labels[rows], temps, objective == "ece", n_bins)
-        total = part if isinstance(total, int) else tuple(a + b for a, b in zip(total, part)) if objective == "ece" \
-            else total + part
+        part = torch_engine.grid_sums(ops, data.logits[rows], data.labels[rows], temps, want_bins, n_bins)
+        if total is None:
+            total = part
+        else:
+            total = tuple(a + b for a, b in zip(total, part)) if want_bins else total + part
         report(rows.stop)
-    if objective == "nll":
+    if not want_bins:
         return total / data.n
     stats = BinStats(edges=uniform_edges(n_bins), count=total[0], sum_conf=total[1], sum_correct=total[2], n=data.n)
     return np.asarray(stats.calibration_error(), dtype=np.float64)
@@ -323,10 +326,6 @@ def _nll_pass(data: FitData, beta: float, engine: str = "numpy") -> tuple[float,
         grad += chunk_grad
         var += chunk_var
     return total / data.n, grad / data.n, var / data.n
-
-
-def _nll_at(data: FitData, temperature: float) -> float:
-    return _nll_pass(data, 1.0 / temperature)[0]
 
 
 def _fit_nll(data: FitData, progress, engine: str = "numpy") -> tuple[float, dict, list[str], float, float]:

@@ -284,10 +284,11 @@ BOOTSTRAP_DEVICE_HELP = (
     "and a GPU are there, else cpu), torch-cpu (the torch code on the CPU). Same draws, same results."
 )
 DEVICE_HELP = (
-    "Where the metrics pass (softmax, NLL, Brier, top-5, bins) and the bootstrap run: cpu (numpy), cuda "
-    "(torch on the GPU, float64; the scores go to the GPU in row chunks, so any size fits), auto (cuda "
-    "when torch and a GPU are there, else cpu), torch-cpu (the torch code on the CPU). The same numbers "
-    "to 1e-9; the JSON's \"device\" says where it ran."
+    "Where the metrics pass (softmax, NLL, Brier, top-5, bins) runs: cpu (numpy), cuda (torch on the GPU, "
+    "float64; the scores go to the GPU in row chunks, so any size fits), auto (cuda when torch and a GPU are "
+    "there, else cpu), torch-cpu (the torch code on the CPU). The same numbers to 1e-9; the JSON's \"device\" "
+    "says where it ran. With --bootstrap, the bootstrap runs there and the metrics pass on the CPU (the same "
+    "draws, the same intervals on every device)."
 )
 
 
