@@ -2,6 +2,7 @@
 
     python benchmarks/bench_temperature.py                 # N = 10^6, K = 100 float32 logits (~2-3 min)
     python benchmarks/bench_temperature.py --n 100000 --baseline
+    python benchmarks/bench_temperature.py --whole-process   # issue 15's ratios: `calib temperature` vs a softmax pass
 
 The logits are synthetic and seeded. ``--baseline`` also times the obvious implementation (a Python
 loop over the 100 temperatures, each a full ``calib.ece`` of ``logits / T``) to show what the
@@ -13,7 +14,11 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -38,13 +43,54 @@ def timed(label: str, func):
     return result, elapsed
 
 
+def softmax_pass(logits: np.ndarray) -> float:
+    """Seconds of one numpy float64 softmax pass over ``logits`` (the unit of issue 15's ratios)."""
+    start = time.perf_counter()
+    z = logits.astype(np.float64)
+    z -= z.max(axis=1, keepdims=True)
+    np.exp(z, out=z)
+    z /= z.sum(axis=1, keepdims=True)
+    return time.perf_counter() - start
+
+
+def whole_process(cases) -> None:
+    """For each (label, N, K, calib arguments): the whole `calib temperature` process, and one numpy
+    float64 softmax pass over the same array measured in the same run (best of 3), and their ratio."""
+    calib = [sys.executable, "-c", "from calibrate_cli.cli import main; main()"]
+    for label, n, k, extra in cases:
+        logits, labels = synthetic(n, k)
+        with tempfile.TemporaryDirectory() as tmp:
+            x, y = Path(tmp) / "x.npy", Path(tmp) / "y.npy"
+            np.save(x, logits)
+            np.save(y, labels)
+            unit = min(softmax_pass(logits) for _ in range(3))
+            start = time.perf_counter()
+            done = subprocess.run([*calib, "temperature", str(x), str(y), "--format", "json", *extra],
+                                  capture_output=True, text=True)
+            elapsed = time.perf_counter() - start
+            if done.returncode:
+                raise SystemExit(done.stderr)
+            in_process = time.perf_counter()
+            fit_temperature(logits, labels, **({"search": "nll"} if "nll" in extra else {}))
+            fit_only = time.perf_counter() - in_process
+        print(f"{label:<34} N = {n:.0e}, K = {k}: calib temperature {elapsed:6.2f} s (fit alone in process "
+              f"{fit_only:5.2f} s); softmax pass {unit:5.3f} s; ratio {elapsed / unit:5.1f} (fit alone "
+              f"{fit_only / unit:4.1f})", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--k", type=int, default=100)
     parser.add_argument("--baseline", action="store_true", help="also time a Python loop over T")
     parser.add_argument("--skip-grid", action="store_true")
+    parser.add_argument("--whole-process", action="store_true",
+                        help="issue 15's ratios: grid by ECE on N x 100, exact NLL fit on N x 10 (whole process)")
     args = parser.parse_args()
+    if args.whole_process:
+        print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy {np.__version__}")
+        whole_process([("grid of 100 T by ECE", args.n, 100, []), ("exact NLL fit", args.n, 10, ["--search", "nll"])])
+        return
 
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy {np.__version__}")
     logits, labels = synthetic(args.n, args.k)

@@ -44,17 +44,19 @@ def summarize_data(
     labels_name: str = "labels",
     metrics=None,
     sums_only: bool = False,
+    device: str | None = None,
 ) -> SummarizedData:
     """Validate ``scores``/``labels`` (:func:`~calibrate_cli.predictions.as_predictions`) and make the one
     summary pass (:func:`~calibrate_cli.summary.summarize`, with the classwise statistics; ``sums_only``:
-    NLL, Brier and top-5 kept as sums, enough for the metrics but not for resampling).
+    NLL, Brier and top-5 kept as sums, enough for the metrics but not for resampling), on ``device``.
 
     ``metrics``: names of metrics wanted besides the default ones (or "all"); each class's
     probabilities are sorted (ACE, classwise RMS/KS) only when one of them is among them."""
     compat = check_compat(compat)
     predictions = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name)
     summary = summarize(
-        predictions, n_bins=n_bins, compat=compat, classwise=True, scores_name=scores_name, sums_only=sums_only
+        predictions, n_bins=n_bins, compat=compat, classwise=True, scores_name=scores_name, sums_only=sums_only,
+        device=device,
     )
     return SummarizedData(predictions, with_optional_sums(summary, predictions, n_bins, metrics))
 
@@ -103,6 +105,7 @@ class EvalReport:
     warnings       things the user must know (e.g. an infinite NLL)
     intervals      metric → :class:`~calibrate_cli.bootstrap.ConfidenceInterval` (with ``bootstrap=B``)
     bootstrap      the bootstrap's settings (n_resamples, level, method, seed, device), or None
+    device         where the summary pass ran: "cpu" (numpy), "cuda" or "torch-cpu"
     """
 
     n: int
@@ -117,6 +120,7 @@ class EvalReport:
     warnings: tuple[str, ...] = field(default=())
     intervals: dict = field(default_factory=dict)
     bootstrap: dict | None = None
+    device: str = "cpu"
 
     def to_dict(self) -> dict:
         """JSON-ready dict with the stable keys of docs/json-schema.md."""
@@ -132,6 +136,7 @@ class EvalReport:
             "classwise_ece_per_class": list(self.classwise_ece_per_class),
             "warnings": list(self.warnings),
             "bootstrap": self.bootstrap,
+            "device": self.device,
         }
 
     # -- for people: a DataFrame, and the report in a terminal, a notebook or a Rich console ---------
@@ -290,6 +295,12 @@ def evaluate(
     ``bootstrap_metrics``: its ``metrics`` (None: all but the per-sample KS-CE and SmoothECE; "all").
     ``metrics``: metrics wanted besides :data:`~calibrate_cli.metric_registry.DEFAULT_METRICS` (e.g.
     ``["ace"]``, or "all"); ``report.metrics`` holds the defaults and these.
+    ``device`` ("cpu", "cuda", "auto", "torch-cpu"; None: "cpu") also runs the summary pass (softmax,
+    NLL, Brier, top-5, bins) there with torch, in float64, equal to the CPU's numbers to rounding
+    (:mod:`calibrate_cli.torch_engine`); ``report.device`` says where it ran. With a bootstrap the
+    summary pass stays on the CPU: the resamples are drawn over the samples in confidence order, and
+    confidences equal to rounding only could order ties differently — on the CPU every device draws
+    the very same samples, so the intervals are the same on every device.
 
     >>> import numpy as np
     >>> report = evaluate(np.array([[2.0, 0.0], [0.0, 1.0]]), np.array([0, 0]))
@@ -300,11 +311,12 @@ def evaluate(
         scores, labels, input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=scores_name,
         labels_name=labels_name, metrics=_union(metrics, bootstrap_metrics if bootstrap else None),
         sums_only=not bootstrap,  # the bootstrap resamples the per-sample columns
+        device=None if bootstrap else device,
     )
     return report_from_summary(
         data.summary, input_kind=input_kind, n_bins=n_bins, scores_name=scores_name, predictions=data.predictions,
         bootstrap=bootstrap, ci_level=ci_level, ci_method=ci_method, seed=seed, device=device, progress=progress,
-        bootstrap_metrics=bootstrap_metrics, metrics=metrics,
+        bootstrap_metrics=bootstrap_metrics, metrics=metrics, summary_device=None if bootstrap else device,
     )
 
 
@@ -323,10 +335,13 @@ def report_from_summary(
     progress=None,
     bootstrap_metrics=None,
     metrics=None,
+    summary_device: str | None = None,
 ) -> EvalReport:
     """The :class:`EvalReport` of one summary pass (of one data set, or of merged shards:
     :mod:`calibrate_cli.shards`). ``bootstrap=B`` also needs the validated ``predictions``;
-    ``metrics`` as :func:`evaluate`'s (ACE needs the ``predictions``, or a summary that has its sums)."""
+    ``metrics`` as :func:`evaluate`'s (the opt-in classwise metrics need the ``predictions``, or a
+    summary that holds their sorted classes). ``summary_device``: where the summary pass ran
+    (recorded; None: "cpu")."""
     compat = summary.compat
     if predictions is not None:
         summary = with_optional_sums(summary, predictions, n_bins, _union(metrics, bootstrap_metrics if bootstrap else None))
@@ -367,6 +382,7 @@ def report_from_summary(
         warnings=tuple(warnings),
         intervals=intervals,
         bootstrap=settings,
+        device=_resolved(summary_device),
     )
 
 
@@ -377,6 +393,14 @@ def _union(a, b):
     if "all" in (a, b):
         return "all"
     return [*a, *b]
+
+
+def _resolved(device: str | None) -> str:
+    if device is None or device == "cpu":
+        return "cpu"
+    from .devices import resolve_device
+
+    return resolve_device(device)
 
 
 def _bootstrap(data, point, n_bins, n_resamples, level, method, seed, device, progress, metrics=None):

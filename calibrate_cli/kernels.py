@@ -149,12 +149,20 @@ _FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def chunk_statistics(scores, labels, edges, *, engine: str, is_logits: bool, compat=None, top5: bool,
-                     classwise: bool, lowest_closed: bool = True, work_dtype=np.float64):
+                     classwise: bool, lowest_closed: bool = True, work_dtype=np.float64, ops=None):
     """One chunk's (conf, correct, nll, brier, top5 | None, classwise stats | None) by ``engine``.
+
+    ``ops``: a torch device's namespace (:func:`~calibrate_cli.devices.array_ops` of "cuda" or
+    "torch-cpu"): the chunk runs there (:mod:`calibrate_cli.torch_engine`), whatever ``engine``.
 
     The fused engine handles the float64 (non-compat) computation with dense classwise cells; the
     compat mode (float32) and very sparse classwise tables (K·M beyond the chunk's size) take the
     numpy engine, whose results the fused one reproduces."""
+    if ops is not None and ops.name != "cpu":
+        from .torch_engine import torch_chunk
+
+        return torch_chunk(ops, scores, labels, edges, is_logits=is_logits, compat=compat, top5=top5,
+                           classwise=classwise, lowest_closed=lowest_closed)
     k = scores.shape[1]
     m = edges.shape[0] - 1
     dense = k * m <= max(scores.shape[0] * k, 1 << 16)

@@ -220,8 +220,10 @@ class ReliabilityDiagram:
         interval: tuple[float, float] | None = None,
         scores_name: str = "scores",
         labels_name: str = "labels",
+        device: str | None = None,
     ) -> "ReliabilityDiagram":
         """Bin the top-label confidences of ``scores`` (logits or probabilities) against ``labels``.
+        ``device``: where the summary pass runs (:func:`~calibrate_cli.summary.summarize`; None: the CPU).
 
         ``strategy="uniform"``: M equal-width bins (b/M, (b+1)/M], the legend shows the ECE;
         ``"quantile"``: M equal-mass bins, the legend shows the AdaECE. ``temperature`` T scales the
@@ -240,7 +242,7 @@ class ReliabilityDiagram:
                 labels=predictions.labels,
                 input_kind="logits",
             )
-        summary = summarize(predictions, n_bins=n_bins, classwise=False)
+        summary = summarize(predictions, n_bins=n_bins, classwise=False, device=device)
         if strategy == "uniform":
             bins = equal_width_bins(summary.confidences, summary.correct, n_bins)
             metrics = metrics_from_summary(summary, n_bins, width=bins)

@@ -145,6 +145,7 @@ def summarize_shard(
     compat: str | None = None,
     where: str = "",
     keep_predictions: bool = False,
+    device: str | None = None,
 ) -> tuple[PredictionSummary, Predictions | None]:
     """Load (``load(shard)``, or ``shard`` itself as a pair of arrays), validate and summarise one
     shard: what each Dask task runs. ``where`` ("shard 3 of 8: ") prefixes its errors."""
@@ -152,7 +153,7 @@ def summarize_shard(
         scores, labels, scores_name, labels_name = _loaded(shard, load)
         data: SummarizedData = summarize_data(
             scores, labels, input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=scores_name,
-            labels_name=labels_name,
+            labels_name=labels_name, device=device,
         )
     except InputError as exc:
         raise InputError(f"{where}{exc}") from None
@@ -169,12 +170,14 @@ def summarize_shards(
     keep_predictions: bool = False,
     client=None,
     progress: Callable[[int, int], None] | None = None,
+    device: str | None = None,
 ) -> ShardedData:
     """Summarise every shard and merge (:func:`merge_summaries`). ``shards``: pairs of arrays, or
     items ``load`` turns into (scores, labels[, scores_name, labels_name]). ``client``: a
     ``distributed.Client``: one Dask task per shard (each loads its own shard), merged here.
     ``keep_predictions`` also concatenates the validated arrays (for the bootstrap; not with a
-    client, as it would bring every sample back). ``progress(done, total)`` after each shard."""
+    client, as it would bring every sample back). ``progress(done, total)`` after each shard.
+    ``device``: where each shard's summary pass runs locally (:func:`~calibrate_cli.summary.summarize`)."""
     compat = check_compat(compat)
     shards = list(shards)
     total = len(shards)
@@ -189,7 +192,8 @@ def summarize_shards(
     else:
         results = []
         for i, shard in enumerate(shards):
-            results.append(summarize_shard(shard, load, where=wheres[i], keep_predictions=keep_predictions, **kwargs))
+            results.append(summarize_shard(shard, load, where=wheres[i], keep_predictions=keep_predictions,
+                                           device=device, **kwargs))
             if progress is not None:
                 progress(i + 1, total)
     summary = merge_summaries([r[0] for r in results], names=[w.rstrip(": ") for w in wheres])
@@ -312,14 +316,15 @@ def report_from_shards(
     device: str | None = None,
     progress=None,
     bootstrap_metrics=None,
+    summary_device: str | None = None,
 ) -> EvalReport:
     """The :class:`~calibrate_cli.evaluate.EvalReport` of merged shards (:func:`summarize_shards`),
     as :func:`~calibrate_cli.evaluate.evaluate` makes it from one summary; ``bootstrap=B`` needs
-    the kept predictions."""
+    the kept predictions. ``summary_device``: where the shards were summarised (recorded)."""
     if bootstrap and data.predictions is None:
         raise InputError("the bootstrap needs the shards' samples: summarise them with keep_predictions=True")
     return report_from_summary(
         data.summary, input_kind=data.input_kind, n_bins=n_bins, scores_name=scores_name,
         predictions=data.predictions, bootstrap=bootstrap, ci_level=ci_level, ci_method=ci_method, seed=seed,
-        device=device, progress=progress, bootstrap_metrics=bootstrap_metrics,
+        device=device, progress=progress, bootstrap_metrics=bootstrap_metrics, summary_device=summary_device,
     )

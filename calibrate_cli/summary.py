@@ -189,6 +189,16 @@ def _check_float32_range(scores: np.ndarray, first_row: int, compat: str, scores
         )
 
 
+def _device_ops(device: str | None):
+    """The torch namespace of ``device``, or None where it resolves to numpy ("cpu", "auto" without a GPU)."""
+    if device is None or device == "cpu":
+        return None
+    from .devices import array_ops
+
+    ops = array_ops(device)
+    return None if ops.name == "cpu" else ops
+
+
 def summarize(
     predictions: Predictions,
     *,
@@ -198,6 +208,7 @@ def summarize(
     scores_name: str = "scores",
     engine: str | None = None,
     sums_only: bool = False,
+    device: str | None = None,
 ) -> PredictionSummary:
     """Compute the per-sample quantities (and classwise bin statistics) of ``predictions``.
 
@@ -211,8 +222,13 @@ def summarize(
     less, for the metrics of one data set (the bootstrap and shards need the columns).
 
     Pages of a memory-mapped input are released once their rows are computed
-    (:func:`~calibrate_cli.pages.release_rows`), so resident memory does not grow with the file."""
+    (:func:`~calibrate_cli.pages.release_rows`), so resident memory does not grow with the file.
+
+    ``device`` (:data:`~calibrate_cli.devices.DEVICES`; None: "cpu"): "cuda"/"torch-cpu" (and "auto"
+    with a GPU) run each chunk with torch there (:mod:`~calibrate_cli.torch_engine`; the same numbers
+    to rounding), chunks moved to the device one at a time."""
     compat = check_compat(compat)
+    ops = _device_ops(device)
     n, k = predictions.n, predictions.k
     engine = check_engine(engine, n * k)
     labels = predictions.labels
@@ -242,7 +258,7 @@ def summarize(
             _check_float32_range(scores, rows.start, compat, scores_name)
         conf, corr, nll_c, brier_c, top5_c, stats = chunk_statistics(
             scores, y, edges, engine=engine, is_logits=is_logits, compat=compat, top5=want_top5,
-            classwise=classwise, lowest_closed=lowest_closed, work_dtype=work_dtype,
+            classwise=classwise, lowest_closed=lowest_closed, work_dtype=work_dtype, ops=ops,
         )
         release_rows(predictions.scores, rows)
         confidences[rows] = conf
@@ -256,7 +272,13 @@ def summarize(
         return stats, None
 
     # chunks run in parallel; their sums are added in chunk order (thread-count independent)
-    for stats, columns in map_chunks(one_chunk, predictions.row_chunks()):
+    if ops is None:
+        chunks, threads = predictions.row_chunks(), None
+    else:  # one chunk on the device at a time (torch threads within it on a CPU)
+        from .torch_engine import TORCH_CHUNK_ELEMENTS
+
+        chunks, threads = predictions.row_chunks(TORCH_CHUNK_ELEMENTS), 1
+    for stats, columns in map_chunks(one_chunk, chunks) if threads is None else map_chunks(one_chunk, chunks, threads):
         if stats is not None:
             totals.add(stats)
         if columns is not None:

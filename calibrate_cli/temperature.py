@@ -169,6 +169,7 @@ def fit_temperature(
     input_kind: InputKind = "logits",
     scores_name: str = "logits",
     labels_name: str = "labels",
+    device: str | None = None,
 ) -> TemperatureFit:
     """Fit a temperature (or Platt / vector scaling) on a validation set (docs/temperature.md).
 
@@ -179,14 +180,17 @@ def fit_temperature(
     "ece" for the grid and is "nll" otherwise. ``n_bins``/``compat`` as :func:`~calibrate_cli.evaluate`:
     the objective at T equals what ``evaluate(logits / T, labels, n_bins=, compat=)`` reports.
     ``input_kind="probs"`` fits on log-probabilities. ``progress(done, total)`` is called after each
-    chunk of rows (grid) or solver evaluation (total None).
+    chunk of rows (grid) or solver evaluation (total None). ``device`` ("cuda", "torch-cpu", "auto";
+    None: the CPU) runs a temperature's passes (the grid by ECE or NLL, the exact NLL fit) with torch
+    there (:mod:`calibrate_cli.torch_engine`), the same values to rounding.
 
     >>> import numpy as np
     >>> fit = fit_temperature(np.array([[4.0, 0.0], [0.0, 4.0], [4.0, 0.0]]), [0, 1, 1], search="nll")
     >>> round(fit.temperature, 5), fit.objective  # 4 / ln 2: σ(4/T) = 2/3
     (5.77078, 'nll')
     """
-    calibrator = calibrator_for_search(search, objective=objective, grid=grid, n_bins=n_bins, compat=compat)
+    calibrator = calibrator_for_search(search, objective=objective, grid=grid, n_bins=n_bins, compat=compat,
+                                       device=device)
     calibrator.fit(
         logits, labels, input_kind=input_kind, progress=progress, scores_name=scores_name, labels_name=labels_name
     )

@@ -48,7 +48,7 @@ class EnsembleTemperatureScaling(ProbabilityCalibrator):
         from scipy.optimize import minimize
 
         data.require_finite("ensemble temperature scaling")
-        t, solver, warnings = _fit_nll(data, progress)
+        t, solver, warnings, *_ = _fit_nll(data, progress)
         z = np.asarray(data.logits, dtype=np.float64)
         rows = np.arange(data.n)
         # the three components at the true class: the NLL of q is −mean log(c @ w)

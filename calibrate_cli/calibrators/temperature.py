@@ -30,11 +30,13 @@ from decimal import Decimal, InvalidOperation
 
 import numpy as np
 
+from ..binning import BinStats, uniform_edges
 from ..errors import Advice, InputError
+from ..kernels import default_engine
 from ..metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins
 from ..parallel import map_chunks
 from ..predictions import InputKind, check_nll_range, check_scaled_range, row_chunks
-from ..summary import check_compat
+from ..summary import _device_ops, check_compat
 from .base import OBJECTIVES, Calibrator, FitData, FitInfo, Progress, Search, json_number
 
 __all__ = [
@@ -160,7 +162,7 @@ def _grid_chunk(z: np.ndarray, y: np.ndarray, temps: np.ndarray, objective: str,
     return conf, pred == y[:, None]
 
 
-def _grid_objectives(data, temps, objective, n_bins, compat, progress) -> np.ndarray:
+def _grid_objectives(data, temps, objective, n_bins, compat, progress, ops=None) -> np.ndarray:
     """The objective at each temperature of ``temps`` on the fitting data.
 
     NLL: per-chunk sums; ECE: per-chunk equal-width statistics of every T at once (stacked
@@ -177,13 +179,75 @@ def _grid_objectives(data, temps, objective, n_bins, compat, progress) -> np.nda
             if progress is not None:
                 progress(g * data.n + done, len(starts) * data.n)
 
-        values.append(_grid_pass(data, temps[start : start + group], objective, n_bins, compat, report))
+        values.append(_grid_pass(data, temps[start : start + group], objective, n_bins, compat, report, ops))
     return np.concatenate(values)
 
 
-def _grid_pass(data, temps, objective, n_bins, compat, report) -> np.ndarray:
-    """One pass over the data for the temperatures ``temps``; ``report(rows_done)`` after each chunk."""
+def _grid_engine(data, n_t: int, objective: str, compat) -> str:
+    """"fused" (the compiled grid kernel) for the ECE and NLL objectives in float64 when numba is
+    there and the work (N·K·|T| values) is large (:func:`~calibrate_cli.kernels.default_engine`)."""
+    if compat or objective == "adaece":
+        return "numpy"
+    return default_engine(data.n * data.k * n_t)
+
+
+def _fused_grid_pass(data, temps, objective, n_bins, report) -> np.ndarray:
+    """The grid by the compiled kernel (:mod:`calibrate_cli._grid_kernel`): each chunk read once for
+    every T; per chunk (T, M) bin sums or per-T NLL sums, added in chunk order."""
+    from .._grid_kernel import grid_rows
+
     n_t = temps.shape[0]
+    edges = uniform_edges(n_bins)
+    inv = 1.0 / temps
+    want_bins = objective == "ece"
+
+    def one_chunk(rows: slice):
+        shape = (n_t, n_bins) if want_bins else (0, n_bins)
+        count, sum_conf, sum_corr = np.zeros(shape, dtype=np.int64), np.zeros(shape), np.zeros(shape)
+        nll = np.zeros(n_t)
+        grid_rows(np.ascontiguousarray(data.logits[rows]), np.ascontiguousarray(data.labels[rows], dtype=np.int64),
+                  temps, inv, n_bins, edges, want_bins, not want_bins, count, sum_conf, sum_corr, nll)
+        return rows, (count, sum_conf, sum_corr, nll)
+
+    count = sum_conf = sum_corr = nll = 0
+    for rows, part in map_chunks(one_chunk, row_chunks(data.n, n_t * data.k, _GRID_CHUNK_ELEMENTS)):
+        count, sum_conf, sum_corr, nll = count + part[0], sum_conf + part[1], sum_corr + part[2], nll + part[3]
+        report(rows.stop)
+    if not want_bins:
+        return nll / data.n
+    stats = BinStats(edges=edges, count=count, sum_conf=sum_conf, sum_correct=sum_corr, n=data.n)
+    return np.asarray(stats.calibration_error(), dtype=np.float64)
+
+
+def _torch_grid_pass(data, temps, objective, n_bins, report, ops) -> np.ndarray:
+    """The grid on a torch device (:func:`~calibrate_cli.torch_engine.grid_sums`): row chunks of at most
+    :data:`~calibrate_cli.torch_engine.TORCH_CHUNK_ELEMENTS` rows × T × K values, one at a time."""
+    from .. import torch_engine
+
+    n_t = temps.shape[0]
+    want_bins = objective == "ece"
+    total = None  # (count, Σconf, Σcorrect) or Σ NLL, added in chunk order
+    for rows in row_chunks(data.n, n_t * data.k, torch_engine.TORCH_CHUNK_ELEMENTS):
+        part = torch_engine.grid_sums(ops, data.logits[rows], data.labels[rows], temps, want_bins, n_bins)
+        if total is None:
+            total = part
+        else:
+            total = tuple(a + b for a, b in zip(total, part)) if want_bins else total + part
+        report(rows.stop)
+    if not want_bins:
+        return total / data.n
+    stats = BinStats(edges=uniform_edges(n_bins), count=total[0], sum_conf=total[1], sum_correct=total[2], n=data.n)
+    return np.asarray(stats.calibration_error(), dtype=np.float64)
+
+
+def _grid_pass(data, temps, objective, n_bins, compat, report, ops=None) -> np.ndarray:
+    """One pass over the data for the temperatures ``temps``; ``report(rows_done)`` after each chunk.
+    ``ops``: a torch device's namespace (the ECE and NLL objectives in float64 run there)."""
+    n_t = temps.shape[0]
+    if ops is not None and not compat and objective != "adaece":
+        return _torch_grid_pass(data, temps, objective, n_bins, report, ops)
+    if _grid_engine(data, n_t, objective, compat) == "fused":
+        return _fused_grid_pass(data, temps, objective, n_bins, report)
     if objective == "adaece":
         conf = np.empty((n_t, data.n), dtype=np.float32 if compat else np.float64)
         correct = np.empty((n_t, data.n), dtype=bool)
@@ -210,8 +274,11 @@ def _grid_pass(data, temps, objective, n_bins, compat, report) -> np.ndarray:
     return np.array([float(equal_mass_bins(conf[j], correct[j], n_bins, compat=compat).calibration_error()) for j in range(n_t)])
 
 
-def _nll_pass(data: FitData, beta: float) -> tuple[float, float, float]:
+def _nll_pass(data: FitData, beta: float, engine: str = "numpy") -> tuple[float, float, float]:
     """One pass at β = 1/T: the mean NLL of softmax(β z), its derivative in β and the mean variance.
+    ``engine="fused"``: the same sums by the compiled kernel (:func:`~calibrate_cli._grid_kernel.nll_rows`);
+    a torch device's namespace (:func:`~calibrate_cli.devices.array_ops`): by
+    :func:`~calibrate_cli.torch_engine.nll_sums` there.
 
     With d = z − max_k z (a row shift changes nothing), p = softmax(β d):
     NLL = (1/N) Σ_i [log Σ_k e^{β d_ik} − β d_iy],  NLL'(β) = (1/N) Σ_i (E_p[d_i] − d_iy),
@@ -236,6 +303,23 @@ def _nll_pass(data: FitData, beta: float) -> tuple[float, float, float]:
             float(np.sum(np.maximum(m2 - m1 * m1, 0.0))),
         )
 
+    if not isinstance(engine, str):  # a torch device's namespace
+        from ..torch_engine import TORCH_CHUNK_ELEMENTS, nll_sums
+
+        total = grad = var = 0.0
+        for rows in row_chunks(data.n, data.k, TORCH_CHUNK_ELEMENTS):
+            chunk_total, chunk_grad, chunk_var = nll_sums(engine, data.logits[rows], data.labels[rows], beta)
+            total, grad, var = total + chunk_total, grad + chunk_grad, var + chunk_var
+        return total / data.n, grad / data.n, var / data.n
+    if engine == "fused":
+        from .._grid_kernel import nll_rows
+
+        def one_chunk(rows: slice) -> tuple[float, float, float]:  # noqa: F811 - the compiled pass
+            out = np.zeros(3)
+            nll_rows(np.ascontiguousarray(data.logits[rows]),
+                     np.ascontiguousarray(data.labels[rows], dtype=np.int64), beta, out)
+            return float(out[0]), float(out[1]), float(out[2])
+
     total = grad = var = 0.0
     for chunk_total, chunk_grad, chunk_var in map_chunks(one_chunk, row_chunks(data.n, data.k)):  # in chunk order
         total += chunk_total
@@ -244,17 +328,18 @@ def _nll_pass(data: FitData, beta: float) -> tuple[float, float, float]:
     return total / data.n, grad / data.n, var / data.n
 
 
-def _nll_at(data: FitData, temperature: float) -> float:
-    return _nll_pass(data, 1.0 / temperature)[0]
-
-
-def _fit_nll(data: FitData, progress) -> tuple[float, dict, list[str]]:
+def _fit_nll(data: FitData, progress, engine: str = "numpy") -> tuple[float, dict, list[str], float, float]:
     """Root of NLL'(β) in u = log β by Newton's method safeguarded by bisection (rtsafe).
 
     NLL' is increasing in u; every pass shrinks the bracket [lo, hi] that holds the root, a Newton
     step (dNLL'/du = β·NLL''(β)) that leaves the bracket is replaced by bisection, and the loop stops
     when the step is below 1e-12 in u (|ΔT| = T·|Δu|: far below 1e-6). Converges in ~5 passes; after
     20 passes the bounds are checked (separable data: the NLL falls all the way to T → 0).
+
+    Returns (T, solver details, warnings, NLL at T, NLL at T = 1): both NLLs come from the Newton
+    passes themselves (the first pass is at T = 1; the last within 1e-12 in log T of the result,
+    where NLL' ≈ 0, so the NLL there equals the NLL at T to far below 1e-12), not from extra passes.
+    ``engine``: "numpy" or "fused" (:func:`_nll_pass`).
     """
     data.require_finite_true_class("an NLL fit")
     t_min, t_max = NLL_TEMPERATURE_BOUNDS
@@ -265,14 +350,17 @@ def _fit_nll(data: FitData, progress) -> tuple[float, dict, list[str]]:
     while passes < 200:
         if passes == 20:  # slow progress: is the optimum beyond a bound (separable or chance-level data)?
             passes += 2
-            if _nll_pass(data, math.exp(hi))[1] <= 0:
+            if _nll_pass(data, math.exp(hi), engine)[1] <= 0:
                 u = hi
                 break
-            if _nll_pass(data, math.exp(lo))[1] >= 0:
+            if _nll_pass(data, math.exp(lo), engine)[1] >= 0:
                 u = lo
                 break
         beta = math.exp(u)
-        _, g, var = _nll_pass(data, beta)
+        nll, g, var = _nll_pass(data, beta, engine)
+        if passes == 0:
+            at_one = nll  # u = 0: T = 1
+        last_u, last_nll = u, nll
         passes += 1
         if progress is not None:
             progress(passes, None)
@@ -299,6 +387,8 @@ def _fit_nll(data: FitData, progress) -> tuple[float, dict, list[str]]:
             break
         u = new
     t = 1.0 / math.exp(u)
+    # the NLL at T: the last pass's when T moved by at most 1e-12 in log T since (NLL' ≈ 0 there), else a pass
+    value = last_nll if abs(u - last_u) <= 1e-12 else _nll_pass(data, 1.0 / t, engine)[0]
     warnings = []
     if t >= t_max * (1 - 1e-9):
         t = t_max
@@ -314,7 +404,9 @@ def _fit_nll(data: FitData, progress) -> tuple[float, dict, list[str]]:
         )
     elif not converged:
         warnings.append("the NLL fit did not converge in 200 passes")
-    return t, {"passes": passes}, warnings
+    if t != 1.0 / math.exp(u):  # clamped to a bound
+        value = _nll_pass(data, 1.0 / t, engine)[0]
+    return t, {"passes": passes}, warnings, value, at_one
 
 
 
@@ -349,6 +441,7 @@ class TemperatureScaling(Calibrator):
         grid=DEFAULT_GRID,
         n_bins: int = DEFAULT_N_BINS,
         compat: str | None = None,
+        device: str | None = None,
     ):
         if search not in self.searches:
             raise InputError(f"Expected `search` to be one of {tuple(self.searches)}, but got {search!r}")
@@ -361,10 +454,12 @@ class TemperatureScaling(Calibrator):
         self.n_bins = n_bins
         self._temps = temperature_grid(*grid) if search == "grid" else None
         self.temperature_ = None if temperature is None else check_temperature(temperature)
+        self.device = device  # where the fit's passes run (None/"cpu": numpy or the compiled kernel)
 
     @classmethod
-    def for_search(cls, search, *, objective=None, compat=None, grid=DEFAULT_GRID, n_bins=DEFAULT_N_BINS, **_):
-        return cls(search=search, objective=objective, grid=grid, n_bins=n_bins, compat=compat)
+    def for_search(cls, search, *, objective=None, compat=None, grid=DEFAULT_GRID, n_bins=DEFAULT_N_BINS,
+                   device=None, **_):
+        return cls(search=search, objective=objective, grid=grid, n_bins=n_bins, compat=compat, device=device)
 
     # -- fitting --------------------------------------------------------------------------------------
     def _fit(self, data: FitData, progress: Progress | None) -> FitInfo:
@@ -378,14 +473,15 @@ class TemperatureScaling(Calibrator):
                 why=f" (compat mode {self.compat} computes in float32)" if self.compat else "",
             )
         if self.search == "nll":
-            t, solver, warnings = _fit_nll(data, progress)
+            ops = _device_ops(self.device)
+            engine = ops if ops is not None else default_engine(data.n * data.k * 8)
+            t, solver, warnings, value, at_one = _fit_nll(data, progress, engine)
             self.temperature_ = t
-            return FitInfo("nll", _nll_at(data, t), _nll_at(data, 1.0), data.n, data.k, solver,
-                           warnings=tuple(warnings))
+            return FitInfo("nll", value, at_one, data.n, data.k, solver, warnings=tuple(warnings))
         temps, objective = self._temps, self.objective
         if objective == "nll":
             data.require_finite_true_class("an NLL objective")
-        values = _grid_objectives(data, temps, objective, self.n_bins, self.compat, progress)
+        values = _grid_objectives(data, temps, objective, self.n_bins, self.compat, progress, _device_ops(self.device))
         best = int(np.argmin(values))  # first minimum: ties go to the smallest T
         t = float(temps[best])
         ones = np.flatnonzero(temps == 1.0)

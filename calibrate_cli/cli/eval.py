@@ -14,12 +14,11 @@ from ..gates import check_gates
 from . import render
 from .hints import gate_option
 from .options import (
-    parse_metric_list,
     extra_metrics_option,
     binning_options,
     bootstrap_options,
     calibrator_option,
-    check_device_use,
+    check_device,
     check_resamples,
     gate_on_option,
     interval_warnings,
@@ -112,7 +111,7 @@ def render_report(
     help="With --format csv: write the per-bin table (bin, lower, upper, count, mean_confidence, accuracy, "
     "gap) instead of the metrics (a CSV holds one table; the other formats always include the bins).",
 )
-@bootstrap_options()
+@bootstrap_options(whole_pass=True)
 @gate_on_option
 @extra_metrics_option
 @click.option(
@@ -189,6 +188,7 @@ def eval_command(
       calib eval logits.npy labels.npy --format csv --bins -o bins.csv   # the per-bin table
       calib eval logits.npy labels.npy --bootstrap 1000 --ci-level 0.95
       calib eval logits.npy labels.npy --metrics ace          # also ACE (Nixon et al. 2019)
+      calib eval logits.npy labels.npy --device cuda    # the metrics pass on the GPU (torch, float64)
       calib eval logits.npy labels.npy --bootstrap 1000 --device auto   # GPU via torch when there is one
       calib eval logits.npy labels.npy --bootstrap 1000 --gate-on lower --fail-above ece=0.02
       calib eval 'preds/x_*.npy' 'labels/y_*.npy'              # shards, quoted: calib expands them
@@ -197,7 +197,7 @@ def eval_command(
     """
     if gate_on != "point" and not n_resamples:
         raise click.UsageError(f"--gate-on {gate_on} needs --bootstrap B (B > 0)")
-    check_device_use(device, n_resamples)
+    check_device(device)  # an unavailable device is the first thing to fix
     check_resamples(n_resamples, ci_level, device)
     gates = parse_gates(fail_above, fail_below)
     if gates and extra_metrics != "all":  # a gated metric is computed even when it is not a default one
@@ -281,17 +281,20 @@ def _eval_shards(pairs, load, *, scores, labels, label_col, calibrator, input_ki
     if calibrator is not None:
         load = functools.partial(_calibrated, load=load, calibrator=calibrator, input_kind=input_kind)
         input_kind = calibrator.result_kind(input_kind)
+    # the summary pass on --device (locally, without a bootstrap: see evaluate); Dask tasks on their workers' CPUs
+    summary_device = None if (bootstrap or engine == "dask") else device
     options = dict(load=load, input_kind=input_kind, n_bins=n_bins, compat=compat, keep_predictions=bool(bootstrap))
     with render.progress_bar(f"{len(pairs)} shards", enabled=len(pairs) > 1) as progress:
         if engine == "dask":
             with _dask(scheduler) as client:
                 data = summarize_shards(pairs, client=client, progress=progress, **options)
         else:
-            data = summarize_shards(pairs, progress=progress, **options)
+            data = summarize_shards(pairs, progress=progress, device=summary_device, **options)
     with render.progress_bar("bootstrap", enabled=bootstrap * data.summary.n > PROGRESS_MIN_WORK) as progress:
         report = report_from_shards(
             data, n_bins=n_bins, scores_name=scores, bootstrap=bootstrap, ci_level=ci_level, ci_method=ci_method,
             seed=seed, device=device, progress=progress, bootstrap_metrics=bootstrap_metrics,
+            summary_device=summary_device,
         )
     return report, labels if labels is not None else f"{scores}[{label_col}]"
 

@@ -13,7 +13,6 @@ from . import render
 from .hints import cli_text
 from .options import (
     parse_metric_list,
-    extra_metrics_option,
     Outputs,
     binning_options,
     csv_options,

@@ -292,19 +292,47 @@ def _bootstrap_metrics(value: str | None):
     return [normalize_metric_name(name) for name in value.split(",") if name.strip()]
 
 
-def bootstrap_options(default_resamples: int = 0, *, metrics_engine: bool = True):
+BOOTSTRAP_DEVICE_HELP = (
+    "Where the bootstrap runs: cpu (numpy), cuda (torch on the GPU), auto (cuda when torch "
+    "and a GPU are there, else cpu), torch-cpu (the torch code on the CPU). Same draws, same results."
+)
+DEVICE_HELP = (
+    "Where the metrics pass (softmax, NLL, Brier, top-5, bins) runs: cpu (numpy), cuda (torch on the GPU, "
+    "float64; the scores go to the GPU in row chunks, so any size fits), auto (cuda when torch and a GPU are "
+    "there, else cpu), torch-cpu (the torch code on the CPU). The same numbers to 1e-9; the JSON's \"device\" "
+    "says where it ran. With --bootstrap, the bootstrap runs there and the metrics pass on the CPU (the same "
+    "draws, the same intervals on every device)."
+)
+
+
+def device_option(help_text: str = DEVICE_HELP):
+    """--device cpu|cuda|auto|torch-cpu (calibrate_cli.devices)."""
+    return click.option(
+        "--device", type=click.Choice(DEVICES), default=DEFAULT_DEVICE, show_default=True, help=help_text
+    )
+
+
+def check_device(device: str) -> str:
+    """Resolve --device now, before any work: an unavailable one is a one-line error (exit 2)."""
+    from ..devices import resolve_device
+
+    return resolve_device(device)
+
+
+def bootstrap_options(default_resamples: int = 0, *, metrics_engine: bool = True, whole_pass: bool = False):
     """--bootstrap B, --ci-level, --ci-method, --seed (docs/bootstrap.md), and, with ``metrics_engine``
-    (the resampling of the calibration metrics), --device and --bootstrap-metrics."""
+    (the resampling of the calibration metrics), --device and --bootstrap-metrics (``whole_pass``: --device
+    is the device of the metrics pass too; else of the bootstrap only)."""
 
     def decorate(func):
         if metrics_engine:
-            func = _engine_options(func)
+            func = _engine_options(func, whole_pass)
         return _interval_options(func, default_resamples)
 
     return decorate
 
 
-def _engine_options(func):
+def _engine_options(func, whole_pass: bool = False):
     """--bootstrap-metrics and --device: what the calibration metrics' bootstrap resamples, and where."""
     func = click.option(
         "--bootstrap-metrics",
@@ -314,15 +342,7 @@ def _engine_options(func):
         help="The metrics that get intervals: 'all', or names (comma-separated). Default: all but "
         "ks_ce and smooth_ece, whose every resample is a pass over the N samples.",
     )(func)
-    func = click.option(
-        "--device",
-        type=click.Choice(DEVICES),
-        default=DEFAULT_DEVICE,
-        show_default=True,
-        help="Where the bootstrap runs: cpu (numpy), cuda (torch on the GPU), auto (cuda when torch "
-        "and a GPU are there, else cpu), torch-cpu (the torch code on the CPU). Same draws, same results.",
-    )(func)
-    return func
+    return device_option(DEVICE_HELP if whole_pass else BOOTSTRAP_DEVICE_HELP)(func)
 
 
 def _interval_options(func, default_resamples: int):

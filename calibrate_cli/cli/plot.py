@@ -14,6 +14,8 @@ from . import render
 from .options import (
     Outputs,
     calibrator_option,
+    check_device,
+    device_option,
     force_option,
     load_inputs,
     n_bins_option,
@@ -93,10 +95,14 @@ def parse_classes(ctx, param, value: str | None) -> list[int] | None:
 @click.option(
     "--dpi", type=click.IntRange(10, 2400), default=DEFAULT_DPI, show_default=True, help="Resolution of a PNG."
 )
+@device_option(
+    "Where the metrics pass behind each diagram runs: cpu (numpy), cuda (torch on the GPU, float64, the "
+    "scores moved in row chunks), auto (cuda when torch and a GPU are there), torch-cpu (the torch code on the CPU)."
+)
 @force_option
 def plot_command(
     scores, labels, input_kind, label_col, output, n_bins, strategy, temperature_value, compare, names, title,
-    classwise, overlay, classes, dpi, force,
+    classwise, overlay, classes, dpi, force, device,
 ):
     """Draw a reliability diagram of a model's saved outputs.
 
@@ -120,6 +126,7 @@ def plot_command(
       calib plot ce.npy labels.npy --compare focal.npy labels.npy --name CE --name "Focal (γ=3)" -o cmp.svg
       calib plot logits.npy labels.npy --classwise -o classes.png
       calib plot logits.npy labels.npy --classwise --classes 0-4,7 -o classes.png   # K > 20: pick classes
+      calib plot logits.npy labels.npy -o reliability.png --device cuda   # the pass on the GPU
     """
     from ..plots import (
         ReliabilityDiagram,
@@ -144,6 +151,7 @@ def plot_command(
     if temperature_value is not None and input_kind == "probs":
         raise click.UsageError("--temperature scales logits; it cannot be used with --probs")
     # every limit is checked before any work starts
+    check_device(device)
     Outputs(force).figure("--output", output).check()
     calibrator = load_calibrator(temperature_value) if temperature_value is not None else None
     sources = [scores] + [pair[0] for pair in compare]
@@ -174,7 +182,7 @@ def plot_command(
         def diagram(s_arr, label, kind=input_kind):
             return ReliabilityDiagram.from_predictions(
                 s_arr, label_array, strategy=strategy, label=label, scores_name=scores, labels_name=labels_name,
-                **{**common, "input_kind": kind},
+                device=device, **{**common, "input_kind": kind},
             )
 
         before = diagram(score_array, "Before")  # validates the scores first
@@ -185,13 +193,14 @@ def plot_command(
         diagrams = [
             ReliabilityDiagram.from_predictions(
                 score_array, label_array, strategy=strategy, label=names_[0], scores_name=scores,
-                labels_name=labels_name, **common,
+                labels_name=labels_name, device=device, **common,
             )
         ]
         for (s_arr, l_arr, s_name, l_name), name in zip(others, names_[1:]):
             diagrams.append(
                 ReliabilityDiagram.from_predictions(
-                    s_arr, l_arr, strategy=strategy, label=name, scores_name=s_name, labels_name=l_name, **common
+                    s_arr, l_arr, strategy=strategy, label=name, scores_name=s_name, labels_name=l_name,
+                    device=device, **common,
                 )
             )
         fig = (overlay_figure if overlay else comparison_figure)(diagrams, title=title)

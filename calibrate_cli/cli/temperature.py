@@ -14,7 +14,17 @@ from ..predictions import as_predictions
 from ..temperature import DEFAULT_GRID, OBJECTIVES, SEARCHES, fit_temperature, parse_grid
 from . import render
 from .hints import cli_text
-from .options import Outputs, binning_options, csv_options, load_inputs, output_options, plot_option, probs_option
+from .options import (
+    Outputs,
+    binning_options,
+    check_device,
+    csv_options,
+    device_option,
+    load_inputs,
+    output_options,
+    plot_option,
+    probs_option,
+)
 
 DEFAULT_GRID_TEXT = ":".join(f"{v:g}" for v in DEFAULT_GRID)
 #: what `--plot` calls each search in the figure's title (from the calibrator registry)
@@ -64,7 +74,8 @@ def _fit_label(fit) -> str:
     return f"T = {fit.temperature:.4g}" if fit.temperature is not None else fit.search
 
 
-def temperature_payload(fit, sets: dict, inputs: dict, input_kind: str, warnings: list[str]) -> dict:
+def temperature_payload(fit, sets: dict, inputs: dict, input_kind: str, warnings: list[str],
+                        device: str = "cpu") -> dict:
     """The JSON document of ``calib temperature`` (docs/cli-contract.md; keys documented in docs/temperature.md)."""
     return {
         "calib_version": __version__,
@@ -78,6 +89,7 @@ def temperature_payload(fit, sets: dict, inputs: dict, input_kind: str, warnings
         **{name: {"before": dict(b.metrics), "after": dict(a.metrics)} for name, (b, a) in sets.items()},
         "calibration": fit.to_dict(),
         "warnings": warnings,
+        "device": device,
     }
 
 
@@ -174,10 +186,15 @@ def _title(fit, val_scores: str) -> str:
     "Draw the reliability diagrams before / after side by side (test set if --test, else the "
     "fitting set) to FILE (.png, .svg, .pdf)."
 )
+@device_option(
+    "Where the fit's passes (the grid by ECE or NLL, the exact NLL fit) and the before/after metrics run: cpu (numpy), cuda (torch on the GPU, float64, the scores "
+    "moved in row chunks), auto (cuda when torch and a GPU are there), torch-cpu (the torch code on the CPU). "
+    "The same numbers to 1e-9; the JSON's \"device\" says where they ran."
+)
 @click.pass_context
 def temperature_command(
     ctx, val_scores, val_labels, search, objective, grid_text, n_bins, compat, test, input_kind, fmt, output,
-    save_logits, plot_path, force,
+    save_logits, plot_path, force, device,
 ):
     """Fit a temperature on a validation set and report the metrics before and after.
 
@@ -199,7 +216,9 @@ def temperature_command(
       calib temperature val.npy val_y.npy --search vector -o v.json      # then: calib eval --calibrator v.json
       calib temperature val_probs.npy val_y.npy --probs --format json
       calib temperature val.npy val_y.npy --test test.npy test_y.npy --plot before_after.png
+      calib temperature val.npy val_y.npy --test test.npy test_y.npy --device cuda   # metrics on the GPU
     """
+    resolved = check_device(device)  # an unavailable device: one line, before any work
     grid = parse_grid(grid_text)
     outputs = Outputs(force).report("--output", output).array("--save-logits", save_logits)
     outputs.figure("--plot", plot_path).check()  # before any work
@@ -218,22 +237,27 @@ def temperature_command(
             input_kind=input_kind,
             scores_name=val_scores,
             labels_name=val_labels,
+            device=device,
         )
 
     warnings = [cli_text(w) for w in fit.warnings]  # remedies as flags, in the JSON too
-    fit_before, fit_after, saved = _before_after(fit, val_array, val_predictions, input_kind, n_bins, compat, val_scores)
+    fit_before, fit_after, saved = _before_after(
+        fit, val_array, val_predictions, input_kind, n_bins, compat, val_scores, device=device
+    )
     sets = {"fit": (fit_before, fit_after)}
     inputs = {"fit": {"scores": val_scores, "labels": val_labels, "n": fit.n, "k": fit.k}}
     reports = [fit_before, fit_after]
     if test_loaded is not None:
-        test_before, test_after, saved = _before_after(fit, *test_loaded, input_kind, n_bins, compat, test[0])
+        test_before, test_after, saved = _before_after(
+            fit, *test_loaded, input_kind, n_bins, compat, test[0], device=device
+        )
         sets["test"] = (test_before, test_after)
         inputs["test"] = {"scores": test[0], "labels": test[1], "n": test_before.n, "k": test_before.k}
         reports += [test_before, test_after]
     for report in reports:
         warnings += [w for w in report.warnings if w not in warnings]
 
-    payload = temperature_payload(fit, sets, inputs, input_kind, warnings)
+    payload = temperature_payload(fit, sets, inputs, input_kind, warnings, resolved)
     title = _title(fit, val_scores)
     render.warn(warnings)
     render.write_report(render.to_json(payload) if fmt == "json" else _report(fmt, fit, sets, title), output, force)

@@ -251,9 +251,10 @@ def test_unknown_device_exits_2(runner, files):
     assert result.exit_code == 2 and "tpu" in result.stderr
 
 
-@pytest.mark.parametrize("command", ["eval", "compare"])
+@pytest.mark.parametrize("command", ["compare"])
 def test_torch_device_without_bootstrap_is_a_usage_error(runner, files, command):
-    """--device only moves the bootstrap: asking for cuda/torch-cpu without one is refused, not ignored."""
+    """compare's --device only moves the bootstrap: asking for cuda/torch-cpu without one is refused, not
+    ignored (eval's --device also moves the metrics pass: tests/cli/test_device.py)."""
     paths, _, _ = files
     args = _inputs(command, paths)
     for device in ("cuda", "torch-cpu"):
