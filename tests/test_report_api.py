@@ -24,10 +24,10 @@ def report():
     return cc.evaluate(PROBS, LABELS, input_kind="probs", n_bins=4)
 
 
-def test_to_dict_is_unchanged_and_json_ready(report):
+def test_to_dict_has_the_documented_keys_and_is_json_ready(report):
     d = report.to_dict()
     assert set(d) == {"n", "k", "n_bins", "input_kind", "conventions", "metrics", "intervals", "bins",
-                      "classwise_ece_per_class", "warnings", "bootstrap"}
+                      "classwise_ece_per_class", "warnings", "bootstrap", "device"}
     for name, value in HAND.items():
         assert d["metrics"][name] == pytest.approx(value, abs=1e-15)
 
