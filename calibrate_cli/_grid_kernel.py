@@ -107,7 +107,6 @@ def grid_rows(scores, labels, temps, inv_temps, m, edges, want_bins, want_nll,
     z = np.empty(k)
     e = np.empty(k)
     mx = np.empty(nt)
-    v = np.empty(nt)
     kbuf = np.empty(nt)
     poly = np.empty(nt)
     sbuf = np.empty(nt)

@@ -262,31 +262,37 @@ def _load_npy(path: Path, label: str) -> np.ndarray:
         raise InputError(f"{label}: corrupt .npy header ({type(exc).__name__}: {_one_line(exc)})") from None
 
 
-def _names(keys: Sequence[str], limit: int = 12) -> str:
+def names_text(keys: Sequence[str], limit: int = 12) -> str:
+    """``a, b, c`` (the first ``limit`` names, then how many more), or ``none``."""
+    keys = list(keys)
     if not keys:
         return "none"
     shown = ", ".join(keys[:limit])
     return shown + (f", … ({len(keys) - limit} more)" if len(keys) > limit else "")
 
 
-def _pick_key(mapping_keys: list[str], key: str | None, label: str, path: Path) -> str:
+_names = names_text
+
+
+def pick_key(keys: list[str], key: str | None, label: str, path: Path, what: str = "arrays") -> str:
+    """The member ``key`` of a file holding ``keys`` (the only one when no key is given); one line otherwise."""
     if key is None:
-        if len(mapping_keys) == 1:
-            return mapping_keys[0]
-        if not mapping_keys:
-            raise InputError(f"{label}: holds no arrays")
-        raise InputError(f"{label}: holds several arrays ({_names(mapping_keys)}); name one as {path}:KEY")
+        if len(keys) == 1:
+            return keys[0]
+        if not keys:
+            raise InputError(f"{label}: holds no {what}")
+        raise InputError(f"{label}: holds several {what} ({_names(keys)}); name one as {path}:KEY")
     if key == "":
-        raise InputError(f"{label}: no key after ':' (found: {_names(mapping_keys)}); name one as {path}:KEY")
-    if key not in mapping_keys:
-        raise InputError(f"{label}: no array named {key!r} (found: {_names(mapping_keys)})")
+        raise InputError(f"{label}: no key after ':' (found: {_names(keys)}); name one as {path}:KEY")
+    if key not in keys:
+        raise InputError(f"{label}: no array named {key!r} (found: {_names(keys)})")
     return key
 
 
 def _load_npz(path: Path, key: str | None, label: str) -> np.ndarray:
     try:
         with np.load(path, allow_pickle=False) as archive:
-            name = _pick_key(list(archive.files), key, label, path)
+            name = pick_key(list(archive.files), key, label, path)
             member = name if name in archive.zip.namelist() else name + ".npy"
             size = archive.zip.getinfo(member).file_size
             with archive.zip.open(member) as f:
@@ -360,7 +366,7 @@ def _load_torch(path: Path, key: str | None, label: str) -> np.ndarray:
         leaves = dict(_tensor_leaves(obj, torch))
         if not leaves:
             raise InputError(f"{label}: expected a tensor or a dict of tensors, got {type(obj).__name__} with no tensors")
-        tensor = leaves[_pick_key(list(leaves), key, label, path)]
+        tensor = leaves[pick_key(list(leaves), key, label, path)]
     tensor = tensor.detach().cpu()
     if tensor.layout != torch.strided or tensor.is_quantized:
         raise InputError(f"{label}: holds a sparse or quantised tensor; save a dense one (tensor.to_dense())")
@@ -544,6 +550,18 @@ def class_names_of(columns: Sequence[str]) -> list[str]:
     return columns
 
 
+def class_lookup(classes: Sequence[str], label: str) -> tuple[list[str], dict[str, int]]:
+    """(the short class names, {full or short name: class index}) of score columns named after classes;
+    a name that would point at two columns is a one-line error."""
+    short = class_names_of(classes)
+    lookup: dict[str, int] = {}
+    for i, names in enumerate(zip(classes, short)):
+        for text in names:
+            if lookup.setdefault(text, i) != i:
+                raise InputError(f"{label}: class name {text!r} names two score columns")
+    return short, lookup
+
+
 def _labels_from_cells(cells: list[str], lines: list[int], label: str, column: str, classes: Sequence[str] | None):
     """Labels from text: numbers as they are (checked later), or class names mapped to class indices."""
     for cell, line in zip(cells, lines):
@@ -559,12 +577,7 @@ def _labels_from_cells(cells: list[str], lines: list[int], label: str, column: s
             f"{label}: line {line}: label {name!r} is a name, but the score columns have no names to match it to; "
             "give class indices 0..K−1, or name the score columns after the classes (p_<class> or <class>)"
         )
-    short = class_names_of(classes)
-    lookup: dict[str, int] = {}
-    for i, names in enumerate(zip(classes, short)):
-        for text in names:
-            if lookup.setdefault(text, i) != i:
-                raise InputError(f"{label}: class name {text!r} names two score columns")
+    short, lookup = class_lookup(classes, label)
     out = np.empty(len(cells), dtype=np.int64)
     for i, (cell, line) in enumerate(zip(cells, lines)):
         index = lookup.get(cell)

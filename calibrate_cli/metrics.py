@@ -138,17 +138,6 @@ def summary_sums(
     if s.totals is not None:
         return _sums_from_totals(s, width, mass, confident, needed, ordered)
     infinite = ~np.isfinite(s.nll)
-    gap = classes = None
-    if s.classwise is not None and "classwise_gap" in needed:
-        if isinstance(s.classwise, SparseBinStats):
-            # per class Σ_b |gap| (≥ 0) as one column, which |·| and Σ_b leave unchanged: memory ∝ the
-            # non-empty cells, not K × M (equal to the dense sum up to its order)
-            gap = (s.classwise.calibration_error() * s.n)[:, None]
-        else:
-            gap = s.classwise.sum_correct - s.classwise.sum_conf
-        if s.compat:  # the reference code averages over classes 0..max(label)
-            gap = gap[: int(s.labels.max()) + 1]
-        gap = gap[None]
     finite_nll = np.where(infinite, 0.0, s.nll) if infinite.any() else s.nll
     nll_scale = 1.0
     with np.errstate(over="ignore"):
@@ -169,8 +158,8 @@ def summary_sums(
         top5=None if s.top5 is None else one(np.count_nonzero(s.top5)),
         s99=one(np.count_nonzero(confident)),
         s99_correct=one(np.count_nonzero(confident & s.correct)),
-        classwise_gap=gap,
-        classwise_classes=classes,
+        classwise_gap=_classwise_gap(s, needed),
+        classwise_classes=None,
         samples=_samples(ordered, needed),
         class_samples=_class_samples(s, needed),
     )
@@ -191,13 +180,16 @@ def _samples(ordered, needed) -> WeightedSamples | None:
 
 
 def _classwise_gap(s: PredictionSummary, needed) -> np.ndarray | None:
+    """Per class and equal-width bin Σ ([y = k] − p_k), (1, K', M), when held and needed."""
     if s.classwise is None or "classwise_gap" not in needed:
         return None
     if isinstance(s.classwise, SparseBinStats):
+        # per class Σ_b |gap| (≥ 0) as one column, which |·| and Σ_b leave unchanged: memory ∝ the
+        # non-empty cells, not K × M (equal to the dense sum up to its order)
         gap = (s.classwise.calibration_error() * s.n)[:, None]
     else:
         gap = s.classwise.sum_correct - s.classwise.sum_conf
-    if s.compat:
+    if s.compat:  # the reference code averages over classes 0..max(label)
         gap = gap[: int(s.labels.max()) + 1]
     return gap[None]
 

@@ -24,6 +24,8 @@ from typing import Callable
 import numpy as np
 
 from ..errors import InputError
+from ..io import names_text as _names
+from ..io import pick_key
 from . import one_line, require, rows_per_block
 
 __all__ = ["load_safetensors", "load_hdf5", "load_zarr", "check_numeric_dtype"]
@@ -61,28 +63,6 @@ def copy_rows(read: Callable[[int, int], np.ndarray], shape: tuple, dtype: np.dt
             raise InputError(f"{label}: rows {start}..{stop - 1} read with shape {block.shape}: corrupt file")
         out[start:stop] = block
     return out
-
-
-def _names(keys, limit: int = 12) -> str:
-    keys = list(keys)
-    if not keys:
-        return "none"
-    shown = ", ".join(keys[:limit])
-    return shown + (f", … ({len(keys) - limit} more)" if len(keys) > limit else "")
-
-
-def pick_key(keys: list[str], key: str | None, label: str, path: Path, what: str = "arrays") -> str:
-    if key is None:
-        if len(keys) == 1:
-            return keys[0]
-        if not keys:
-            raise InputError(f"{label}: holds no {what}")
-        raise InputError(f"{label}: holds several {what} ({_names(keys)}); name one as {path}:KEY")
-    if key == "":
-        raise InputError(f"{label}: no key after ':' (found: {_names(keys)}); name one as {path}:KEY")
-    if key not in keys:
-        raise InputError(f"{label}: no array named {key!r} (found: {_names(keys)})")
-    return key
 
 
 # ------------------------------------------------------------------------------------ safetensors

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import csv
 import io as _io
-import os
 import warnings
 from pathlib import Path
 from typing import Callable

@@ -22,7 +22,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ..errors import InputError
-from . import one_line, require, rows_per_block
+from . import one_line, require
 
 __all__ = ["read_table", "load_table_array", "TABLE_SUFFIXES"]
 
@@ -185,19 +185,14 @@ def _label_kind(pa, t, label: str, column: str) -> str:
 
 
 def _text_labels(cells: Sequence[str], label: str, column: str, classes: Sequence[str] | None, row0: int) -> np.ndarray:
-    from ..io import class_names_of, _names
+    from ..io import _names, class_lookup
 
     if classes is None:
         raise InputError(
             f"{label}: column {column!r} holds class names, but the scores have no column names to match them to; "
             "give class indices 0..K−1, or one score column per class named after it (p_<class> or <class>)"
         )
-    short = class_names_of(classes)
-    lookup: dict[str, int] = {}
-    for i, names in enumerate(zip(classes, short)):
-        for text in names:
-            if lookup.setdefault(text, i) != i:
-                raise InputError(f"{label}: class name {text!r} names two score columns")
+    short, lookup = class_lookup(classes, label)
     out = np.empty(len(cells), dtype=np.int64)
     for i, cell in enumerate(cells):
         index = lookup.get(cell.strip()) if isinstance(cell, str) else None
@@ -276,7 +271,6 @@ def _read(table: _Table, columns: list[str], label_column: str | None):
     scores = labels = None
     score_parts, label_parts = [], []
     row0 = 0
-    text_cells: list = []
     for batch in table.batches(wanted):
         rows = batch.num_rows
         if layout == "list":
