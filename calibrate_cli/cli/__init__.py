@@ -204,12 +204,14 @@ def _register() -> None:
     from .fit import fit_command
     from .plot import plot_command
     from .temperature import temperature_command
+    from .train import train_command
 
     cli.add_command(eval_command)
     cli.add_command(temperature_command)
     cli.add_command(fit_command)
     cli.add_command(plot_command)
     cli.add_command(compare_command)
+    cli.add_command(train_command)
     for command in (cli, *cli.commands.values()):
         _examples_last(command)
 
