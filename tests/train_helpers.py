@@ -36,3 +36,21 @@ def loss_factory(name, num_classes, **params):
     except ImportError:
         return StandInCE(name, num_classes, **params)
     return make_loss(name, num_classes, **params)
+
+
+def ddp_worker(rank, world, port, run_dir, out_dir, config_kwargs):
+    """One process of a torchrun-like group (gloo, CPU): train, then save this rank's final weights
+    and validation logits to ``out_dir/rank{rank}.npz``."""
+    import os
+
+    import numpy as np
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world), RANK=str(rank),
+                      LOCAL_RANK=str(rank))
+    torch.set_num_threads(1)
+    from calibrate_cli.training.loop import TrainConfig, train
+
+    result = train(TrainConfig(**config_kwargs), run_dir, loss_factory=loss_factory)
+    weights = torch.cat([p.detach().flatten() for p in result.model.parameters()]).numpy()
+    np.savez(os.path.join(out_dir, f"rank{rank}.npz"), weights=weights, val_logits=result.val_logits,
+             history=np.array([[h.train_loss, h.val_error] for h in result.history]))
