@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .adaptive_ece import prediction_ace_gaps
 from .binning import BinStats
 from .errors import InputError
+from .metric_registry import METRIC_NAMES, sums_needed
 from .metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins, metrics_from_summary
 from .predictions import InputKind, Predictions, as_predictions
 from .summary import PredictionSummary, check_compat, summarize
 
-__all__ = ["EvalReport", "SummarizedData", "evaluate", "conventions", "report_from_summary", "summarize_data"]
+__all__ = [
+    "EvalReport", "SummarizedData", "evaluate", "conventions", "report_from_summary", "summarize_data", "with_optional_sums",
+]
 
 
 @dataclass(frozen=True)
@@ -37,13 +43,31 @@ def summarize_data(
     compat: str | None = None,
     scores_name: str = "scores",
     labels_name: str = "labels",
+    metrics=None,
 ) -> SummarizedData:
     """Validate ``scores``/``labels`` (:func:`~calibrate_cli.predictions.as_predictions`) and make the one
-    summary pass (:func:`~calibrate_cli.summary.summarize`, with the classwise statistics)."""
+    summary pass (:func:`~calibrate_cli.summary.summarize`, with the classwise statistics).
+
+    ``metrics``: names of metrics wanted besides the default ones (or "all"); ACE's per-class sorts
+    are made only when it is among them."""
     compat = check_compat(compat)
     predictions = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name)
     summary = summarize(predictions, n_bins=n_bins, compat=compat, classwise=True, scores_name=scores_name)
-    return SummarizedData(predictions, summary)
+    return SummarizedData(predictions, with_optional_sums(summary, predictions, n_bins, metrics))
+
+
+def with_optional_sums(summary: PredictionSummary, predictions: Predictions, n_bins: int, metrics) -> PredictionSummary:
+    """``summary`` with the sums of the wanted metrics that are not in the default pass (ACE's)."""
+    if metrics is None:
+        return summary
+    if isinstance(metrics, str):
+        names = METRIC_NAMES if metrics == "all" else [metrics]
+    else:
+        items = metrics.values() if isinstance(metrics, Mapping) else metrics
+        names = [m for m in items if isinstance(m, str)]
+    if "ace_gap" in sums_needed(names) and summary.ace_gap is None:
+        summary = dataclasses.replace(summary, ace_gap=prediction_ace_gaps(predictions, n_bins))
+    return summary
 
 
 def conventions(compat: str | None) -> dict[str, str]:
@@ -124,6 +148,7 @@ def evaluate(
     device: str | None = None,
     progress=None,
     bootstrap_metrics=None,
+    metrics=None,
 ) -> EvalReport:
     """Validate ``scores``/``labels`` and compute every calibration metric in one pass.
 
@@ -136,6 +161,8 @@ def evaluate(
     from the same validated data and summary pass: ``ci_level``, ``ci_method``, ``seed``,
     ``device`` and ``progress`` as in :func:`calibrate_cli.bootstrap.bootstrap` (None: its defaults);
     ``bootstrap_metrics``: its ``metrics`` (None: all but the per-sample KS-CE and SmoothECE; "all").
+    ``metrics``: metrics wanted besides :data:`~calibrate_cli.metric_registry.DEFAULT_METRICS` (e.g.
+    ``["ace"]``, or "all"); ``report.metrics`` holds the defaults and these.
 
     >>> import numpy as np
     >>> report = evaluate(np.array([[2.0, 0.0], [0.0, 1.0]]), np.array([0, 0]))
@@ -143,12 +170,13 @@ def evaluate(
     (0.5, 2, 2)
     """
     data = summarize_data(
-        scores, labels, input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=scores_name, labels_name=labels_name
+        scores, labels, input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=scores_name,
+        labels_name=labels_name, metrics=_union(metrics, bootstrap_metrics if bootstrap else None),
     )
     return report_from_summary(
         data.summary, input_kind=input_kind, n_bins=n_bins, scores_name=scores_name, predictions=data.predictions,
         bootstrap=bootstrap, ci_level=ci_level, ci_method=ci_method, seed=seed, device=device, progress=progress,
-        bootstrap_metrics=bootstrap_metrics,
+        bootstrap_metrics=bootstrap_metrics, metrics=metrics,
     )
 
 
@@ -166,10 +194,14 @@ def report_from_summary(
     device: str | None = None,
     progress=None,
     bootstrap_metrics=None,
+    metrics=None,
 ) -> EvalReport:
     """The :class:`EvalReport` of one summary pass (of one data set, or of merged shards:
-    :mod:`calibrate_cli.shards`). ``bootstrap=B`` also needs the validated ``predictions``."""
+    :mod:`calibrate_cli.shards`). ``bootstrap=B`` also needs the validated ``predictions``;
+    ``metrics`` as :func:`evaluate`'s (ACE needs the ``predictions``, or a summary that has its sums)."""
     compat = summary.compat
+    if predictions is not None:
+        summary = with_optional_sums(summary, predictions, n_bins, _union(metrics, bootstrap_metrics if bootstrap else None))
     width = equal_width_bins(summary.confidences, summary.correct, n_bins, compat=compat)
     mass = equal_mass_bins(summary.confidences, summary.correct, n_bins, compat=compat)
     metrics = metrics_from_summary(summary, n_bins, width=width, mass=mass)
@@ -202,6 +234,15 @@ def report_from_summary(
         intervals=intervals,
         bootstrap=settings,
     )
+
+
+def _union(a, b):
+    """The metric names of two selections (None: none besides the defaults; "all"; lists)."""
+    if a is None or b is None:
+        return b if a is None else a
+    if "all" in (a, b):
+        return "all"
+    return [*a, *b]
 
 
 def _bootstrap(data, point, n_bins, n_resamples, level, method, seed, device, progress, metrics=None):

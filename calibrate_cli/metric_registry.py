@@ -26,6 +26,7 @@ field              shape        sum
 ``s99``            (b,)         #{i : conf_i ≥ 0.99}
 ``s99_correct``    (b,)         #{i : conf_i ≥ 0.99 and correct_i}
 ``classwise_gap``  (b, K', M)   per (class k, equal-width bin B_kb of p_ik): Σ_{i ∈ B_kb} ([y_i = k] − p_ik)
+``ace_gap``        (b, K, M)    the same per (class k, equal-mass bin of p_ik) (:mod:`~calibrate_cli.adaptive_ece`)
 ``samples``        (b, N)       the samples themselves (:class:`WeightedSamples`): conf_i and
                                 correct_i sorted by confidence, with each row's multiplicities
 =================  ===========  ==================================================================
@@ -62,6 +63,7 @@ __all__ = [
     "METRIC_NAMES",
     "METRIC_DEFINITIONS",
     "DENSE_SUMS",
+    "DEFAULT_METRICS",
     "metric_spec",
     "metric_values",
     "sums_needed",
@@ -112,6 +114,7 @@ class MetricSums:
     classwise_gap: np.ndarray | None = None
     classwise_classes: np.ndarray | None = None
     samples: WeightedSamples | None = None
+    ace_gap: np.ndarray | None = None
     #: ``nll`` holds Σ (−log p / nll_scale): 1 normally; N when the plain sum would overflow float64
     #: (logits near 1e308), so the mean stays finite and exact
     nll_scale: float = 1.0
@@ -136,6 +139,8 @@ class MetricSpec:
     value_range      (low, high): every value lies in it (gate thresholds must too)
     lower_is_better  True / False, or None where neither direction is better (e.g. mean confidence)
     shown_when_undefined  a table row even when the value is None (False: the row is left out)
+    by_default       computed and reported unless other metrics are asked for (False: an O(N·K log N)
+                     metric reported when named, so that the default report stays one cheap pass)
     """
 
     name: str
@@ -148,6 +153,7 @@ class MetricSpec:
     value_range: tuple[float, float] = (0.0, 1.0)
     lower_is_better: bool | None = True
     shown_when_undefined: bool = True
+    by_default: bool = True
 
     def __post_init__(self):
         unknown = set(self.needs) - _SUM_FIELDS
@@ -238,6 +244,11 @@ def _ks_ce(s: MetricSums) -> np.ndarray:
     return out / s.n
 
 
+def _ace(s: MetricSums) -> np.ndarray:
+    """Nixon et al. 2019: (1/K) Σ_k Σ_r (1/N) |Σ_{B_kr} ([y = k] − p_k)| over equal-mass bins of each p_k."""
+    return np.abs(s.ace_gap).sum(axis=(1, 2)) / (s.n * s.ace_gap.shape[1])
+
+
 def _smooth_ece(s: MetricSums) -> np.ndarray:
     from .smooth_ece import smooth_ece
 
@@ -284,6 +295,10 @@ METRICS: tuple[MetricSpec, ...] = (
     _spec(
         "classwise_ece", "Classwise-ECE", "mean over classes k of the ECE of p_k against [y = k]",
         "Kull et al. 2019; Mukhoti et al. 2020", _classwise_ece, {"classwise_gap"},
+    ),
+    _spec(
+        "ace", "ACE", "mean over classes k of the ECE of p_k against [y = k] over M equal-mass bins of p_k",
+        "Nixon et al. 2019 (uncertainty_metrics.ace)", _ace, {"ace_gap"}, by_default=False,
     ),
     _spec(
         "mce", "MCE", "max over non-empty equal-width bins of |acc − conf|",
@@ -341,7 +356,12 @@ PAPER_COLUMNS: tuple[str, ...] = ("error", "ece", "adaece", "classwise_ece", "nl
 #: the metrics a bootstrap resamples unless others are named: all but those computed from the sorted
 #: samples themselves (KS-CE, SmoothECE), whose every resample costs a pass over N samples (at N = 10^5,
 #: ~2 s more per 1000 resamples each); name them (``metrics=[...]``, ``--bootstrap-metrics``) to get them
-BOOTSTRAP_DEFAULT: tuple[str, ...] = tuple(spec.name for spec in METRICS if "samples" not in spec.needs)
+BOOTSTRAP_DEFAULT: tuple[str, ...] = tuple(
+    spec.name for spec in METRICS if spec.by_default and "samples" not in spec.needs
+)
+#: the metrics ``calib eval`` and :func:`calibrate_cli.evaluate` compute unless others are named: all but
+#: ACE, which sorts each class's N probabilities (O(N·K log N), an (N, K) float64 copy)
+DEFAULT_METRICS: tuple[str, ...] = tuple(spec.name for spec in METRICS if spec.by_default)
 
 
 def metric_spec(name: str) -> MetricSpec:

@@ -17,14 +17,17 @@ defined once, in :mod:`calibrate_cli.metric_registry`, as a function of the summ
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 
+from .adaptive_ece import prediction_ace_gaps
 from .binning import BinStats, SparseBinStats, bin_statistics, equal_mass_edges, torch_linspace_edges, uniform_edges
 from .metric_registry import (
     METRIC_DEFINITIONS,
     METRIC_NAMES,
+    METRICS,
     S99_THRESHOLD,
     BinSums,
     MetricSums,
@@ -43,6 +46,7 @@ __all__ = [
     "ece",
     "adaece",
     "classwise_ece",
+    "ace",
     "mce",
     "nll",
     "brier",
@@ -152,6 +156,7 @@ def summary_sums(
         classwise_gap=gap,
         classwise_classes=classes,
         samples=samples,
+        ace_gap=None if s.ace_gap is None or "ace_gap" not in needed else s.ace_gap[None],
     )
 
 
@@ -171,9 +176,12 @@ def metrics_from_summary(
     """Every metric of docs/metrics.md as a dict keyed by :data:`METRIC_NAMES` (None where undefined).
 
     ``width``/``mass``: the equal-width / equal-mass bin statistics when already computed. Each
-    metric is its registry entry's function of the summary's sums (:func:`summary_sums`).
+    metric is its registry entry's function of the summary's sums (:func:`summary_sums`). ACE (not
+    in :data:`~calibrate_cli.metric_registry.DEFAULT_METRICS`) is in the dict only when the summary
+    holds its sums (``summary.ace_gap``).
     """
-    point = _point(summary, None, n_bins, width=width, mass=mass)
+    names = [spec.name for spec in METRICS if spec.by_default or all(getattr(summary, f, None) is not None for f in spec.needs)]
+    point = _point(summary, names, n_bins, width=width, mass=mass)
     return {name: None if math.isnan(v) else v for name, v in point.items()}
 
 
@@ -184,8 +192,12 @@ def _summary(scores, labels, input_kind, n_bins=DEFAULT_N_BINS, compat=None, cla
 
 def _metric(name: str, scores, labels, input_kind, n_bins=DEFAULT_N_BINS, compat=None) -> float:
     """One metric from its registry entry (NaN where undefined)."""
-    classwise = "classwise_gap" in sums_needed([name])
-    return _point(_summary(scores, labels, input_kind, n_bins, compat, classwise), [name], n_bins)[name]
+    needed = sums_needed([name])
+    predictions = as_predictions(scores, labels, input_kind)
+    summary = summarize(predictions, n_bins=n_bins, compat=compat, classwise="classwise_gap" in needed)
+    if "ace_gap" in needed:
+        summary = dataclasses.replace(summary, ace_gap=prediction_ace_gaps(predictions, n_bins))
+    return _point(summary, [name], n_bins)[name]
 
 
 def ece(
@@ -218,6 +230,16 @@ def classwise_ece(
     columns (the reference code uses max(label) + 1: ``compat="focal-calibration"``).
     """
     return _metric("classwise_ece", scores, labels, input_kind, n_bins, compat)
+
+
+def ace(scores, labels, *, n_bins: int = DEFAULT_N_BINS, input_kind: InputKind = "logits") -> float:
+    """ACE (Nixon et al. 2019): (1/K) Σ_k Σ_r (1/N) |Σ_{i ∈ B_kr} ([y_i = k] − p_ik)|, where B_k1..B_kR
+    are R = ``n_bins`` equal-mass bins of the N values p_ik (:mod:`~calibrate_cli.adaptive_ece`).
+
+    >>> round(ace([[0.9, 0.1], [0.6, 0.4], [0.3, 0.7], [0.2, 0.8]], [0, 1, 1, 1], n_bins=2, input_kind="probs"), 4)
+    0.25
+    """
+    return _metric("ace", scores, labels, input_kind, n_bins)
 
 
 def mce(

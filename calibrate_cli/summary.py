@@ -47,6 +47,8 @@ class PredictionSummary:
                  given probabilities); None when K ≤ 5
     classwise    per-class equal-width bin statistics of p_ik, shape (K, M) (a SparseBinStats when K·M
                  is far larger than the input, see :func:`summarize`); None when not requested
+    ace_gap      per (class, equal-mass bin of p_ik) Σ ([y_i = k] − p_ik), (K, M), for ACE
+                 (:func:`~calibrate_cli.adaptive_ece.ace_gap_sums`); None unless ACE was asked for
     """
 
     n: int
@@ -59,6 +61,7 @@ class PredictionSummary:
     top5: np.ndarray | None
     classwise: BinStats | SparseBinStats | None
     compat: str | None = None
+    ace_gap: np.ndarray | None = None
 
 
 #: K·M up to this many cells are kept dense (whatever N); beyond, only when K·M ≤ N·K (the input's size)

@@ -100,7 +100,7 @@ def test_every_value_lies_in_its_declared_range(seed, k, kind):
         scores[:, -1] = 1.0 - scores[:, :-1].sum(axis=1)
         scores = np.clip(scores, 0.0, 1.0)
         scores /= scores.sum(axis=1, keepdims=True)
-    point, values = bootstrap_values(scores, labels, input_kind=kind, n_resamples=40, seed=seed)
+    point, values = bootstrap_values(scores, labels, input_kind=kind, n_resamples=40, seed=seed, metrics="all")
     for spec in METRICS:
         low, high = spec.value_range
         if point[spec.name] is not None:
@@ -123,7 +123,7 @@ def test_render_reads_the_registry():
     assert render.PRETTY_NAMES == {s.name: s.display_name for s in METRICS}
     assert render.PERCENT_METRICS == {"accuracy", "error", "ece", "adaece", "classwise_ece", "mce", "top5_accuracy",
                                       "mean_confidence", "s99_share", "s99_accuracy",
-                                      "rms_ce", "debiased_l2_ce", "ks_ce", "smooth_ece"}
+                                      "rms_ce", "debiased_l2_ce", "ks_ce", "smooth_ece", "ace"}
     assert render.format_value("nll", 0.25) == "0.2500" and render.format_value("ece", 0.25) == "25.00 %"
     assert "top5_accuracy" not in render.shown_metrics({"top5_accuracy": None})
     assert "s99_accuracy" in render.shown_metrics({"s99_accuracy": None})
@@ -148,6 +148,7 @@ _ALLOWED_LITERALS = {
     "plots.py": {"ece", "adaece", "accuracy"},  # the reliability diagram annotates these three
     "cli/eval.py": {"ece"},
     "smooth_ece.py": {"smooth_ece"},  # __all__: the module's function name  # the ECE interval shown on `eval --plot`
+    "losses.py": {"brier"},  # the training loss named brier (make_loss("brier")), not the metric
     # the temperature search objectives and the search "nll" (own option values of calib temperature)
     "calibrators/base.py": {"ece", "nll", "adaece"},
     "calibrators/temperature.py": {"ece", "nll", "adaece"},

@@ -53,7 +53,7 @@ def bootstrap_values(
     """
     check_device(device)  # an unavailable device fails before any work
     split_metrics(metrics)  # unknown names fail before any work
-    data = summarize_data(scores, labels, input_kind=input_kind, n_bins=n_bins, compat=compat)
+    data = summarize_data(scores, labels, input_kind=input_kind, n_bins=n_bins, compat=compat, metrics=metrics)
     raw = (np.asarray(scores), np.asarray(labels))
     return _values(data, data.point(n_bins), n_bins, n_resamples, seed, indices, progress, batch_size, metrics, device, raw)
 
@@ -114,7 +114,7 @@ def bootstrap(
     check_settings(n_resamples, level, method)
     check_device(device)
     split_metrics(metrics)  # unknown names fail before any work
-    data = summarize_data(scores, labels, input_kind=input_kind, n_bins=n_bins, compat=compat)
+    data = summarize_data(scores, labels, input_kind=input_kind, n_bins=n_bins, compat=compat, metrics=metrics)
     return bootstrap_prepared(
         data, data.point(n_bins), n_bins=n_bins, n_resamples=n_resamples, level=level, method=method, seed=seed,
         metrics=metrics, indices=indices, progress=progress, batch_size=batch_size, device=device,

@@ -106,8 +106,10 @@ def compare(
     """
     check_device(device)
     la, lb = label_names or (f"{names[0]} labels", f"{names[1]} labels")
-    data_a = summarize_data(scores_a, labels_a, input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=names[0], labels_name=la)
-    data_b = summarize_data(scores_b, labels_b, input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=names[1], labels_name=lb)
+    data_a = summarize_data(scores_a, labels_a, input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=names[0],
+                            labels_name=la, metrics=metrics)
+    data_b = summarize_data(scores_b, labels_b, input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=names[1],
+                            labels_name=lb, metrics=metrics)
     sa, sb = data_a.summary, data_b.summary
     point_a, point_b = data_a.point(n_bins), data_b.point(n_bins)
     if sa.n != sb.n:
@@ -132,7 +134,7 @@ def compare(
             ja, jb = (jackknife_values(d, None, n_bins=n_bins, metrics=wanted) for d in (data_a, data_b))
             accel = {name: jackknife_acceleration(jb[name] - ja[name]) for name in jb}
     diffs = {}
-    for name in METRIC_NAMES:
+    for name in (m for m in METRIC_NAMES if m in point_a and m in point_b):
         a, b = point_a[name], point_b[name]
         if a is None or b is None:
             continue

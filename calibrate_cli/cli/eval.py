@@ -14,6 +14,8 @@ from ..gates import check_gates
 from . import render
 from .hints import gate_option
 from .options import (
+    parse_metric_list,
+    extra_metrics_option,
     binning_options,
     bootstrap_options,
     calibrator_option,
@@ -102,7 +104,7 @@ def render_report(
 @plot_option("Also draw the reliability diagram to FILE (.png, .svg, .pdf; --force overwrites it).")
 @calibrator_option(
     "Evaluate after calibration: at temperature T, softmax(logits / T) (with --probs: p^(1/T), "
-    "renormalised), or any fit saved by `calib temperature -o FILE.json` (temperature, Platt, vector).",
+    "renormalised), or any fit saved by `calib fit -o FILE.json` or `calib temperature -o FILE.json` (any method: temperature, vector, isotonic, Dirichlet, …).",
     load=True,
 )
 @click.option(
@@ -112,6 +114,7 @@ def render_report(
 )
 @bootstrap_options()
 @gate_on_option
+@extra_metrics_option
 @click.option(
     "--engine", type=click.Choice(["local", "dask"]), default="local", show_default=True,
     help="Where shard summaries are computed: here, or as Dask tasks (one per shard, each reading its own "
@@ -144,6 +147,7 @@ def eval_command(
     device,
     bootstrap_metrics,
     gate_on,
+    extra_metrics,
     engine,
     scheduler,
 ):
@@ -154,8 +158,9 @@ def eval_command(
     one-hot rows. Files: .npy, .npz (file.npz:key), .pt/.pth (file.pt:key, needs torch) and
     .csv (a header row is detected).
 
-    Metrics: accuracy, error, ECE, AdaECE, classwise-ECE, MCE, NLL, Brier, top-5 accuracy,
-    mean confidence and S99, as fractions; per-bin statistics are in the table and the JSON.
+    Metrics: accuracy, error, ECE, AdaECE, classwise-ECE, MCE, RMS-CE, debiased L2-CE, KS-CE,
+    SmoothECE, NLL, Brier, top-5 accuracy, mean confidence and S99, as fractions; per-bin
+    statistics are in the table and the JSON. --metrics ace adds ACE.
 
     Gates exit with code 1 and name each failed gate on stderr; bad input exits with code 2.
 
@@ -181,6 +186,7 @@ def eval_command(
       calib eval logits.npy labels.npy --plot reliability.png
       calib eval logits.npy labels.npy --format csv --bins -o bins.csv   # the per-bin table
       calib eval logits.npy labels.npy --bootstrap 1000 --ci-level 0.95
+      calib eval logits.npy labels.npy --metrics ace          # also ACE (Nixon et al. 2019)
       calib eval logits.npy labels.npy --bootstrap 1000 --device auto   # GPU via torch when there is one
       calib eval logits.npy labels.npy --bootstrap 1000 --gate-on lower --fail-above ece=0.02
       calib eval 'preds/x_*.npy' 'labels/y_*.npy'              # shards, quoted: calib expands them
@@ -192,6 +198,8 @@ def eval_command(
     check_device_use(device, n_resamples)
     check_resamples(n_resamples, ci_level, device)
     gates = parse_gates(fail_above, fail_below)
+    if gates and extra_metrics != "all":  # a gated metric is computed even when it is not a default one
+        extra_metrics = (*(extra_metrics or ()), *(g.metric for g in gates))
     Outputs(force).report("--output", output).figure("--plot", plot_path).check()  # before any work
     if scheduler and engine != "dask":
         raise click.UsageError("--scheduler needs --engine dask")
@@ -200,6 +208,11 @@ def eval_command(
             "--bootstrap resamples every sample on one machine: drop --engine dask to bootstrap the shards here"
         )
     sharded = shard_inputs(scores, labels, label_col, single=engine == "dask")
+    if sharded is not None and _optional_metrics(extra_metrics):
+        raise click.UsageError(
+            f"{', '.join(_optional_metrics(extra_metrics))} sorts every class's probabilities over all the samples, "
+            "which shard summaries do not keep: evaluate one file (or drop it from --metrics)"
+        )
     if sharded is not None:
         report, labels_name = _eval_shards(
             *sharded, scores=scores, labels=labels, label_col=label_col, calibrator=calibrator, input_kind=input_kind,
@@ -210,13 +223,20 @@ def eval_command(
         report, labels_name = _eval_file(
             scores, labels, label_col, calibrator=calibrator, input_kind=input_kind, n_bins=n_bins, compat=compat,
             n_resamples=n_resamples, ci_level=ci_level, ci_method=ci_method, seed=seed, device=device,
-            bootstrap_metrics=bootstrap_metrics,
+            bootstrap_metrics=bootstrap_metrics, extra_metrics=extra_metrics,
         )
     _finish(report, scores, labels_name, gates, gate_on, plot_path, force, fmt, output, bins_csv)
 
 
+def _optional_metrics(extra) -> list[str]:
+    """The metrics of ``--metrics`` (and gates) that the default pass leaves out."""
+    from ..metric_registry import METRICS
+
+    return [spec.name for spec in METRICS if not spec.by_default and (extra == "all" or spec.name in (extra or ()))]
+
+
 def _eval_file(scores, labels, label_col, *, calibrator, input_kind, n_bins, compat, n_resamples, ci_level, ci_method,
-               seed, device, bootstrap_metrics=None):
+               seed, device, bootstrap_metrics=None, extra_metrics=None):
     """One SCORES file (and LABELS): load, calibrate, evaluate."""
     score_array, label_array, labels_name = load_inputs(scores, labels, label_col)
     if calibrator is not None:
@@ -240,6 +260,7 @@ def _eval_file(scores, labels, label_col, *, calibrator, input_kind, n_bins, com
             device=device,
             progress=progress,
             bootstrap_metrics=bootstrap_metrics,
+            metrics=extra_metrics,
         )
     return report, labels_name
 

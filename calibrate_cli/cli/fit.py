@@ -12,6 +12,8 @@ from ..metric_registry import METRIC_NAMES, METRICS, PAPER_COLUMNS
 from . import render
 from .hints import cli_text
 from .options import (
+    parse_metric_list,
+    extra_metrics_option,
     Outputs,
     binning_options,
     csv_options,
@@ -60,13 +62,10 @@ def _header(name: str, fmt: str) -> str:
 
 
 def _parse_metrics(text: str | None) -> tuple[str, ...]:
-    if text is None:
+    names = parse_metric_list(text)
+    if names is None:
         return DEFAULT_COLUMNS
-    names = tuple(m.strip() for m in text.split(",") if m.strip())
-    unknown = [m for m in names if m not in METRIC_NAMES]
-    if unknown or not names:
-        raise click.UsageError(f"--metrics: unknown metric {', '.join(unknown) or '(none)'}; known: {', '.join(METRIC_NAMES)}")
-    return names
+    return METRIC_NAMES if names == "all" else names
 
 
 def _best(values: dict[str, float | None], metric: str) -> set[str]:
@@ -179,7 +178,8 @@ def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_bi
             except InputError as exc:  # does not apply here (binary only, too few samples per bin, …)
                 skipped[name] = exc.message  # (its remedy names `calib temperature` flags)
                 continue
-            before, after, _ = _before_after(cal, *target, input_kind, n_bins, compat, target_name, **bootstrap)
+            before, after, _ = _before_after(cal, *target, input_kind, n_bins, compat, target_name, metrics=columns,
+                                             **bootstrap)
             results[name] = (cal, after)
             warnings += [f"{name}: {cli_text(w)}" for w in cal.fit_info_.warnings]
     baseline = before  # the uncalibrated model on the same set (identical for every method)

@@ -394,6 +394,34 @@ def gate_on_option(func):
     )(func)
 
 
+def parse_metric_list(text: str | None, option: str = "--metrics"):
+    """``--metrics``: None (not given), "all", or a tuple of known metric names (comma-separated)."""
+    from ..metric_registry import METRIC_NAMES
+
+    if text is None:
+        return None
+    if text.strip() == "all":
+        return "all"
+    names = tuple(m.strip() for m in text.split(",") if m.strip())
+    unknown = [m for m in names if m not in METRIC_NAMES]
+    if unknown or not names:
+        raise click.UsageError(f"{option}: unknown metric {', '.join(unknown) or '(none)'}; known: {', '.join(METRIC_NAMES)}")
+    return names
+
+
+def extra_metrics_option(func):
+    """``--metrics LIST|all`` on commands that report every default metric: the opt-in ones to add."""
+    from ..metric_registry import METRICS
+
+    optional = ", ".join(spec.name for spec in METRICS if not spec.by_default)
+    return click.option(
+        "--metrics", "extra_metrics", metavar="LIST", default=None,
+        callback=lambda ctx, param, value: parse_metric_list(value),
+        help=f"Also compute these metrics, which the default pass leaves out ({optional}: each class's "
+        "probabilities sorted, O(N·K log N)); 'all' for every metric. Gated metrics are always computed.",
+    )(func)
+
+
 def parse_gates(fail_above, fail_below) -> list[Gate]:
     return [Gate.parse(t, "above") for t in fail_above] + [Gate.parse(t, "below") for t in fail_below]
 

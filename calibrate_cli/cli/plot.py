@@ -68,7 +68,7 @@ def parse_classes(ctx, param, value: str | None) -> list[int] | None:
 )
 @calibrator_option(
     "Draw before / after calibration side by side: temperature T, or any fit saved by "
-    "`calib temperature -o FILE.json` (temperature, Platt, vector).",
+    "`calib fit -o FILE.json` or `calib temperature -o FILE.json` (any method: temperature, vector, isotonic, Dirichlet, …).",
     load=False,
 )
 @click.option(

@@ -77,7 +77,7 @@ def format_value(name: str, value: float | None, *, percent: bool = True) -> str
 
 def shown_metrics(metrics: dict) -> list[str]:
     """Metric names worth a row (top-5 only when defined: the registry's ``shown_when_undefined``)."""
-    return [m for m in METRIC_NAMES if not (m in _HIDDEN_WHEN_UNDEFINED and metrics.get(m) is None)]
+    return [m for m in METRIC_NAMES if m in metrics and not (m in _HIDDEN_WHEN_UNDEFINED and metrics[m] is None)]
 
 
 #: below this many characters, a definition says too little to be worth a column: the column is dropped
@@ -336,7 +336,7 @@ def metrics_csv(metrics: dict, *, intervals: dict | None = None) -> str:
     columns = [Column("metric"), Column("value"), *((Column("low"), Column("high")) if intervals else ()),
                Column("definition")]
     rows = []
-    for name in METRIC_NAMES:
+    for name in (m for m in METRIC_NAMES if m in metrics):
         row = [name, csv_number(metrics[name])]
         if intervals:
             ci = intervals.get(name)

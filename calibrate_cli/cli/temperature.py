@@ -98,8 +98,9 @@ def prepost_report(fmt: str, calibrator, sets: dict, title: str, post: str):
         columns = [render.Column("metric")]
         columns += [render.Column(f"{name}_{when}") for name in sets for when in ("before", "after")]
         rows = [
-            [name, *(render.csv_number(r.metrics[name]) for pair in sets.values() for r in pair)]
+            [name, *(render.csv_number(r.metrics.get(name)) for pair in sets.values() for r in pair)]
             for name in METRIC_NAMES
+            if any(name in r.metrics for pair in sets.values() for r in pair)
         ]
         identity = type(calibrator).identity(calibrator.k)
         before = dict(identity.parameter_rows()) if identity is not None else {}

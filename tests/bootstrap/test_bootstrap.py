@@ -46,9 +46,9 @@ def _data(n=300, k=7, seed=0, scale=2.0, dtype=np.float32):
 
 
 def _explicit(scores, labels, idx, input_kind="logits", compat=None, n_bins=15):
-    """Metrics recomputed from scratch on the explicitly resampled arrays."""
-    s = summarize(as_predictions(scores[idx], labels[idx], input_kind), n_bins=n_bins, compat=compat)
-    return metrics_from_summary(s, n_bins)
+    """Metrics recomputed from scratch on the explicitly resampled arrays (every one, ACE included)."""
+    return summarize_data(scores[idx], labels[idx], input_kind=input_kind, n_bins=n_bins, compat=compat,
+                          metrics="all").point(n_bins)
 
 
 # ---------------------------------------------------------------- the reference procedure

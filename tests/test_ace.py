@@ -1,0 +1,185 @@
+"""ACE (Nixon et al. 2019) against a float64 loop written from the definition, hand values, the
+authors' own code (uncertainty_metrics.numpy.ace), resampling and the CLI."""
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from calibrate_cli import evaluate
+from calibrate_cli.adaptive_ece import ClassSorted, ace_gap_sums, weighted_ace_gaps
+from calibrate_cli.bootstrap import bootstrap_values
+from calibrate_cli.metrics import ace
+
+
+def loop_ace(probs, labels, n_bins):
+    """ACE by the definition, one value at a time: for each class k, sort the N values p_k, take the
+    upper bin edges at ranks round(j·N/R) (j = 1..R−1, half to even, capped at N − 1), put each value
+    in the bin of the edges it is not below (a value equal to an edge goes up), and add
+    |Σ_bin ([y = k] − p_k)| / N; then average over the K classes."""
+    probs = [[float(v) for v in row] for row in probs]
+    n, k = len(probs), len(probs[0])
+    total = 0.0
+    for c in range(k):
+        column = sorted(row[c] for row in probs)
+        edges = []
+        for j in range(1, n_bins):
+            rank = min(int(np.round(j * n / n_bins)), n - 1)
+            edges.append(column[rank])
+        sums = [0.0] * n_bins
+        for i in range(n):
+            p = probs[i][c]
+            b = sum(1 for e in edges if e <= p)
+            sums[b] += (1.0 if labels[i] == c else 0.0) - p
+        total += sum(abs(s) for s in sums) / n
+    return total / k
+
+
+def _probs(rng, n, k, ties=False):
+    p = rng.dirichlet(np.full(k, 0.7), size=n)
+    if ties:  # coarse values: runs of equal probabilities straddle the edge ranks
+        p = np.round(p, 1) + 0.05
+        p /= p.sum(axis=1, keepdims=True)
+    return p
+
+
+def test_hand_value():
+    # class 0: p = .9 .6 .3 .2, y0 = 1 0 0 0; R = 2: edge at rank round(4/2) = 2 of (.2 .3 .6 .9) = .6
+    #   bin 0 {.3, .2}: 0 − .5; bin 1 {.9, .6}: 1 − 1.5  → (.5 + .5)/4
+    # class 1: p = .1 .4 .7 .8, y1 = 0 1 1 1; edge .7: bin 0 {.1, .4}: 1 − .5; bin 1 {.7, .8}: 2 − 1.5
+    p = np.array([[0.9, 0.1], [0.6, 0.4], [0.3, 0.7], [0.2, 0.8]])
+    y = np.array([0, 1, 1, 1])
+    assert ace(p, y, n_bins=2, input_kind="probs") == pytest.approx((0.25 + 0.25) / 2, abs=1e-15)
+
+
+def test_tied_values_go_to_the_upper_bin():
+    # p1 = .5 .5 .5 .9 (R = 2, edge = sorted[2] = .5): every .5 is in bin 1 with the .9, bin 0 is empty
+    p = np.array([[0.5, 0.5], [0.5, 0.5], [0.5, 0.5], [0.1, 0.9]])
+    y = np.array([1, 0, 1, 1])
+    gaps = ace_gap_sums(p, y, 2)
+    assert gaps[1].tolist() == pytest.approx([0.0, (3 - 2.4)])
+    # p0 sorted .1 .5 .5 .5 (y0 = 0 1 0 0 for .5 .5 .5 .1): edge .5, only .1 below it
+    assert gaps[0].tolist() == pytest.approx([0 - 0.1, 1 - 1.5])
+
+
+@pytest.mark.parametrize("n,k,n_bins,ties", [(1, 2, 15, False), (2, 3, 15, False), (37, 4, 15, True),
+                                             (500, 10, 15, False), (300, 2, 7, True), (64, 5, 100, True)])
+def test_equals_the_loop(n, k, n_bins, ties):
+    rng = np.random.default_rng(n * 31 + k)
+    p = _probs(rng, n, k, ties)
+    y = rng.integers(0, k, n)
+    assert ace(p, y, n_bins=n_bins, input_kind="probs") == pytest.approx(loop_ace(p, y, n_bins), abs=1e-13)
+
+
+def test_logits_and_binary_scores():
+    rng = np.random.default_rng(5)
+    logits = rng.normal(size=(200, 3)) * 3
+    y = rng.integers(0, 3, 200)
+    p = np.exp(logits - logits.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    assert ace(logits, y) == pytest.approx(loop_ace(p, y, 15), abs=1e-13)
+    s = rng.uniform(0.01, 0.99, 150)  # 1-D p(class 1): the columns [1 − s, s]
+    yb = (rng.uniform(size=150) < s).astype(int)
+    assert ace(s, yb, input_kind="probs") == pytest.approx(loop_ace(np.c_[1 - s, s], yb, 15), abs=1e-13)
+
+
+@pytest.mark.parametrize("n,k,n_bins", [(7, 3, 15), (1000, 10, 15), (200, 2, 30), (100, 3, 200)])
+def test_equals_the_authors_code(n, k, n_bins):
+    """uncertainty_metrics (Nixon et al.'s code) on probabilities without zeros, which it drops."""
+    um = pytest.importorskip("uncertainty_metrics.numpy")
+    rng = np.random.default_rng(n + k)
+    p = _probs(rng, n, k, ties=True)
+    y = rng.integers(0, k, n)
+    assert ace(p, y, n_bins=n_bins, input_kind="probs") == pytest.approx(um.ace(y, p, num_bins=n_bins), abs=1e-14)
+
+
+def test_weighted_resamples_equal_resampled_arrays():
+    rng = np.random.default_rng(11)
+    n, k = 60, 4
+    p = _probs(rng, n, k, ties=True)
+    y = rng.integers(0, k, n)
+    idx = rng.integers(0, n, size=(5, n))
+    weights = np.stack([np.bincount(row, minlength=n) for row in idx]).astype(np.float64)
+    got = weighted_ace_gaps(ClassSorted(p, y), weights, 15)
+    for row, resample in zip(got, idx):
+        np.testing.assert_allclose(row, ace_gap_sums(p[resample], y[resample], 15), atol=1e-13)
+
+
+def test_bootstrap_values_are_the_ace_of_each_resample():
+    rng = np.random.default_rng(3)
+    logits = rng.normal(size=(80, 5)) * 2
+    y = rng.integers(0, 5, 80)
+    idx = rng.integers(0, 80, size=(12, 80))
+    point, values = bootstrap_values(logits, y, indices=idx, metrics=["ace", "ece"])
+    assert point["ace"] == pytest.approx(ace(logits, y), abs=1e-15)
+    expected = [ace(logits[r], y[r]) for r in idx]
+    np.testing.assert_allclose(values["ace"], expected, atol=1e-13)
+
+
+def test_evaluate_reports_ace_only_when_asked():
+    rng = np.random.default_rng(2)
+    logits, y = rng.normal(size=(50, 3)), rng.integers(0, 3, 50)
+    assert "ace" not in evaluate(logits, y).metrics
+    report = evaluate(logits, y, metrics=["ace"])
+    assert report.metrics["ace"] == pytest.approx(ace(logits, y), abs=1e-15)
+    assert evaluate(logits, y, metrics="all").metrics["ace"] == report.metrics["ace"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 40), st.integers(2, 5), st.integers(1, 20), st.integers(0, 2**32 - 1))
+def test_ace_is_a_fraction_and_ignores_sample_order(n, k, n_bins, seed):
+    rng = np.random.default_rng(seed)
+    p = _probs(rng, n, k, ties=bool(seed % 2))
+    y = rng.integers(0, k, n)
+    value = ace(p, y, n_bins=n_bins, input_kind="probs")
+    assert 0.0 <= value <= 1.0
+    perm = rng.permutation(n)
+    assert ace(p[perm], y[perm], n_bins=n_bins, input_kind="probs") == pytest.approx(value, abs=1e-14)
+
+
+# ------------------------------------------------------------------------------------------ CLI
+
+
+@pytest.fixture
+def files(tmp_path):
+    rng = np.random.default_rng(9)
+    logits, y = rng.normal(size=(120, 4)) * 2, rng.integers(0, 4, 120)
+    np.save(tmp_path / "x.npy", logits)
+    np.save(tmp_path / "y.npy", y)
+    return tmp_path, logits, y
+
+
+def test_cli_metrics_ace(runner, files):
+    from calibrate_cli.cli import cli
+
+    tmp, logits, y = files
+    args = ["eval", str(tmp / "x.npy"), str(tmp / "y.npy"), "--format", "json"]
+    plain = json.loads(runner.invoke(cli, args).stdout)
+    assert "ace" not in plain["metrics"]
+    result = runner.invoke(cli, [*args, "--metrics", "ace"])
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["metrics"]["ace"] == pytest.approx(ace(logits, y), abs=1e-15)
+    table = runner.invoke(cli, args[:3] + ["--metrics", "all"])
+    assert "ACE" in table.stdout
+
+
+def test_cli_gate_on_ace_computes_it(runner, files):
+    from calibrate_cli.cli import cli
+
+    tmp, logits, y = files
+    value = ace(logits, y)
+    base = ["eval", str(tmp / "x.npy"), str(tmp / "y.npy")]
+    assert runner.invoke(cli, [*base, "--fail-above", f"ace={value * 0.9}"]).exit_code == 1
+    assert runner.invoke(cli, [*base, "--fail-above", f"ace={value * 1.1}"]).exit_code == 0
+
+
+def test_cli_bad_metric_names_and_shards(runner, files):
+    from calibrate_cli.cli import cli
+
+    tmp, _, _ = files
+    result = runner.invoke(cli, ["eval", str(tmp / "x.npy"), str(tmp / "y.npy"), "--metrics", "acee"])
+    assert result.exit_code == 2 and "unknown metric acee" in result.stderr
+    shards = runner.invoke(cli, ["eval", str(tmp / "x*.npy"), str(tmp / "y*.npy"), "--metrics", "ace"])
+    assert shards.exit_code == 2 and "shard" in shards.stderr
