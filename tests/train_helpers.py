@@ -1,5 +1,4 @@
-"""Helpers of the training tests: a stand-in loss used only where calibrate_cli.losses is absent
-(the losses are built on another branch), so the loop's tests run either way."""
+"""Helpers of the training tests: the losses' factory, a counting stand-in loss, the DDP worker."""
 
 from __future__ import annotations
 
@@ -9,8 +8,9 @@ import torch.nn.functional as F
 
 
 class StandInCE(nn.Module):
-    """Cross-entropy summed over the batch (the reference's ``cross_entropy``), with the epoch hooks
-    of ``CalibrationLoss`` as no-ops; ``needs_validation`` counts end_epoch calls in a buffer."""
+    """Cross-entropy summed over the batch (the reference's ``cross_entropy``) that counts its
+    end_epoch calls in a buffer (``needs_validation``): the loop must call it once per epoch and
+    keep the count in the checkpoint."""
 
     needs_validation = True
 
@@ -30,11 +30,9 @@ class StandInCE(nn.Module):
 
 
 def loss_factory(name, num_classes, **params):
-    """``make_loss`` of calibrate_cli.losses when it exists, else the stand-in (ce only)."""
-    try:
-        from calibrate_cli.losses import make_loss
-    except ImportError:
-        return StandInCE(name, num_classes, **params)
+    """:func:`calibrate_cli.losses.make_loss` (importable by the DDP workers)."""
+    from calibrate_cli.losses import make_loss
+
     return make_loss(name, num_classes, **params)
 
 

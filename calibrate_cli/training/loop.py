@@ -57,6 +57,7 @@ import torch.nn as nn
 from .._version import __version__
 from ..errors import InputError, OutputError
 from ..io import atomic_write, write_array, write_text
+from ..metric_registry import TRAIN_HISTORY
 from ..parallel import THREADS_ENV, cpu_threads
 from . import RECIPES
 from .augment import random_crop_flip
@@ -73,7 +74,7 @@ EVAL_BATCH = 1024
 #: every file a run writes (``force`` removes these, and only these, before a new run)
 RUN_FILES = ("config.json", "checkpoint.pt", "history.csv", "val_logits.npy", "val_labels.npy",
              "test_logits.npy", "test_labels.npy", "summary.json")
-HISTORY_COLUMNS = ("epoch", "train_loss", "val_error", "val_ece", "val_nll", "lr", "seconds")
+HISTORY_COLUMNS = ("epoch", "train_loss", *(f"val_{m}" for m in TRAIN_HISTORY), "lr", "seconds")
 CHECKPOINT_FORMAT = "calib-train-checkpoint-1"
 #: settings that must match when a run is resumed (device, amp and compile may change)
 RUN_IDENTITY = ("loss", "loss_params", "data", "model", "epochs", "batch_size", "lr", "recipe", "seed", "val_size", "augment")
@@ -310,7 +311,7 @@ def _val_metrics(logits: np.ndarray, labels: np.ndarray, n_bins: int) -> dict:
     from ..evaluate import evaluate
 
     if not np.isfinite(logits).all():
-        return {"error": float("nan"), "ece": float("nan"), "nll": float("nan")}
+        return {name: float("nan") for name in TRAIN_HISTORY}
     return dict(evaluate(logits, labels, n_bins=n_bins).metrics)
 
 
@@ -518,7 +519,7 @@ def _run(config, dataset, device, dist, run_dir, checkpoint, progress, on_epoch,
         val_logits = val_logits_t.cpu().numpy()
         train_loss = float(total.item()) / max(seen, 1)  # the one read of the step totals per epoch
         metrics = _val_metrics(val_logits, dataset.y_val, config.n_bins)
-        record = EpochRecord(epoch + 1, train_loss, metrics["error"], metrics["ece"], metrics["nll"],
+        record = EpochRecord(epoch + 1, train_loss, *(metrics[m] for m in TRAIN_HISTORY),
                              float(lr), time.perf_counter() - began)
         history.append(record)
         if dist.main:

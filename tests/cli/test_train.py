@@ -16,19 +16,14 @@ def run(runner, *args):
 
 
 @pytest.fixture
-def stand_in_loss(monkeypatch):
-    """calibrate_cli.losses.make_loss, or the tests' stand-in where that module is absent."""
+def train_env(monkeypatch):
+    """torch and scikit-learn present; one torch thread (a busy 2-core CI machine)."""
     pytest.importorskip("torch")
     pytest.importorskip("sklearn")
-    from train_helpers import loss_factory
-
-    from calibrate_cli.training import loop
-
-    monkeypatch.setattr(loop, "_default_loss_factory", loss_factory)
     monkeypatch.setenv("CALIB_THREADS", "1")
 
 
-def test_digits_demo_trains_and_is_read_by_eval_and_temperature(runner, stand_in_loss, tmp_path):
+def test_digits_demo_trains_and_is_read_by_eval_and_temperature(runner, train_env, tmp_path):
     out = tmp_path / "D"
     result = run(runner, "train", "--loss", "ce", "--data", "digits", "--epochs", "5", "--device", "cpu", "--out", out)
     assert result.exit_code == 0, result.stderr
@@ -47,7 +42,22 @@ def test_digits_demo_trains_and_is_read_by_eval_and_temperature(runner, stand_in
     assert json.loads(t.stdout)["temperature"] == json.loads((out / "summary.json").read_text())["temperature"]
 
 
-def test_resume_through_the_command(runner, stand_in_loss, tmp_path):
+@pytest.mark.parametrize("loss", ["flsd53", "adafocal"])
+def test_digits_demo_with_the_papers_losses(runner, train_env, tmp_path, loss):
+    out = tmp_path / loss
+    result = run(runner, "train", "--loss", loss, "--data", "digits", "--epochs", "5", "--device", "cpu", "--out", out)
+    assert result.exit_code == 0, result.stderr
+    logits, labels = np.load(out / "test_logits.npy"), np.load(out / "test_labels.npy")
+    assert float(np.mean(logits.argmax(axis=1) == labels)) > 0.8
+    assert run(runner, "eval", out / "test_logits.npy", out / "test_labels.npy").exit_code == 0
+
+
+def test_loss_parameters_reach_the_loss(runner, train_env, tmp_path):
+    result = run(runner, "train", "--loss", "ce", "--gamma", "2", "--data", "digits", "--out", tmp_path / "o")
+    assert result.exit_code == 2 and "takes no parameters; got gamma" in result.stderr
+
+
+def test_resume_through_the_command(runner, train_env, tmp_path):
     out = tmp_path / "R"
     first = run(runner, "train", "--loss", "ce", "--data", "digits", "--recipe", "fast", "--epochs", "2", "--out", out)
     assert first.exit_code == 0, first.stderr
@@ -71,7 +81,7 @@ def test_resume_through_the_command(runner, stand_in_loss, tmp_path):
     (["--loss", "ce", "--data", "digits", "--val-size", "2.5"], "--val-size"),
     (["--loss", "ce", "--data", "digits", "--epochs", "0"], "--epochs"),
 ])
-def test_bad_options_are_one_line_exit_2(runner, stand_in_loss, tmp_path, args, message):
+def test_bad_options_are_one_line_exit_2(runner, train_env, tmp_path, args, message):
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     result = run(runner, "train", *args, "--out", tmp_path / "o")
     assert result.exit_code == 2, result.output
@@ -79,7 +89,7 @@ def test_bad_options_are_one_line_exit_2(runner, stand_in_loss, tmp_path, args, 
     assert "Traceback" not in result.stderr
 
 
-def test_broken_image_folder_names_the_file(runner, stand_in_loss, tmp_path):
+def test_broken_image_folder_names_the_file(runner, train_env, tmp_path):
     from PIL import Image
 
     for split in ("train", "test"):

@@ -91,7 +91,8 @@ class Killed(Exception):
 
 
 def test_a_run_killed_mid_epoch_resumes_where_it_stopped(tmp_path):
-    config = TrainConfig(**DIGITS, epochs=4)
+    # adafocal: its per-bin γ, updated after every epoch, must come back from the checkpoint too
+    config = TrainConfig(**{**DIGITS, "loss": "adafocal"}, epochs=4)
     whole = train(config, tmp_path / "whole", loss_factory=loss_factory)
 
     def kill(epoch, step):
@@ -109,6 +110,9 @@ def test_a_run_killed_mid_epoch_resumes_where_it_stopped(tmp_path):
     # same batches, same augmentation, same optimiser state: the run that never stopped, exactly
     assert [h.train_loss for h in resumed.history] == [h.train_loss for h in whole.history]
     assert np.array_equal(resumed.test_logits, whole.test_logits)
+    gammas = load_checkpoint(tmp_path / "cut" / "checkpoint.pt")["loss"]["_extra_state"]["bin_gammas"]
+    assert gammas == load_checkpoint(tmp_path / "whole" / "checkpoint.pt")["loss"]["_extra_state"]["bin_gammas"]
+    assert gammas != [1.0] * len(gammas)  # four updates happened
 
 
 def test_resume_refuses_other_settings(tmp_path):
