@@ -9,7 +9,8 @@ A run trains ``config.model`` on ``config.data`` with the loss ``config.loss``
                        (AdaFocal's γ per bin), RNG states, the finished epochs and the history; read with
                        ``torch.load(weights_only=True)``
 ``history.csv``        per epoch: train loss (the batch objective summed over the epoch / samples, as the
-                       reference prints it), validation error, ECE, NLL, learning rate, seconds
+                       reference prints it), validation error, ECE, NLL, the learning rate the epoch
+                       started with, seconds
 ``val_logits.npy`` …   ``val_logits``/``val_labels``/``test_logits``/``test_labels`` of the final model
                        (float32 logits, int64 labels): ``calib eval``, ``calib temperature`` read them
 ``summary.json``       final metrics on both sets before and after temperature scaling (the paper's grid,
@@ -478,6 +479,7 @@ def _run(config, dataset, device, dist, run_dir, checkpoint, progress, on_epoch,
     for epoch in range(start, config.epochs):
         began = time.perf_counter()
         loss_fn.start_epoch(epoch, config.epochs)
+        lr = opt.param_groups[0]["lr"]  # the learning rate the epoch starts with (history.csv)
         model.train()
         cpu_gen = _epoch_generator(config.seed, epoch, 0, torch.device("cpu"))
         perm = shard_indices(torch.randperm(len(y_train), generator=cpu_gen), dist.world, dist.rank).to(device)
@@ -489,6 +491,8 @@ def _run(config, dataset, device, dist, run_dir, checkpoint, progress, on_epoch,
             xb, yb = x_train[idx], y_train[idx]
             if augment:
                 xb = random_crop_flip(xb, aug_gen, pad=4, pad_value=pad_value)
+            if xb.ndim == 4:
+                xb = xb.contiguous(memory_format=memory)  # a no-op when the layout is already right
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.amp):
                 logits = train_model(xb)
             loss = loss_fn(logits.float(), yb)
@@ -512,7 +516,6 @@ def _run(config, dataset, device, dist, run_dir, checkpoint, progress, on_epoch,
                 if buffer.is_floating_point():
                     torch.distributed.all_reduce(buffer)
                     buffer /= dist.world
-        lr = opt.param_groups[0]["lr"]
         val_logits_t = predict(model, x_val, amp=config.amp)
         if loss_fn.needs_validation:
             loss_fn.end_epoch(val_logits_t, y_val_t)

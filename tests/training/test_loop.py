@@ -73,6 +73,12 @@ def test_run_folder_and_history(tmp_path):
     assert summary["test"]["before"]["error"] == pytest.approx(float(np.mean(test.argmax(1) != labels)))
 
 
+def test_history_lr_is_the_rate_each_epoch_trained_with(tmp_path):
+    result = train(TrainConfig(**{**DIGITS, "recipe": "paper"}, epochs=5), tmp_path / "p", loss_factory=loss_factory)
+    # milestones(5) = [2, 4]: epochs 1-2 at 0.1, 3-4 at 0.01, 5 at 0.001 (the 2nd showed 0.01 before)
+    assert [round(h.lr, 6) for h in result.history] == [0.1, 0.1, 0.01, 0.01, 0.001]
+
+
 def test_existing_folder_needs_resume_or_force(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
