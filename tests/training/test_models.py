@@ -34,9 +34,9 @@ def test_the_head_grows_with_the_classes():
 @pytest.mark.parametrize("name", MODEL_NAMES)
 def test_forward_shape(name):
     torch.manual_seed(0)
-    model = build_model(name, (1, 16, 16), 7).eval()
+    model = build_model(name, (1, 8, 8), 7).eval()
     with torch.no_grad():
-        out = model(torch.randn(2, 1, 16, 16))
+        out = model(torch.randn(2, 1, 8, 8))
     assert out.shape == (2, 7) and torch.isfinite(out).all()
 
 
