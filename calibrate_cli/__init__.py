@@ -8,6 +8,9 @@ matplotlib or torch are imported here)::
 
     report = calib.evaluate(logits, labels)            # every metric, per-bin statistics
     report.metrics["ece"], report.bins.to_rows()
+    report                                              # a table in a terminal, HTML in a notebook
+    report.to_dict(), report.to_frame()                # JSON-ready; a pandas DataFrame (needs pandas)
+    calib.ood_auroc(test_logits, ood_logits).auroc_entropy            # out-of-distribution detection
     calib.ece(probs, labels, input_kind="probs", n_bins=15)
     calib.ReliabilityDiagram.from_predictions(logits, labels).plot()   # matplotlib, imported lazily
     fit = calib.fit_temperature(val_logits, val_labels, search="nll")   # fit.temperature, fit.transform(test_logits)
@@ -41,6 +44,7 @@ from .metrics import (
     s99,
     top5_accuracy,
 )
+from .ood import OodResult, ood_auroc
 from .plots import ReliabilityDiagram
 from .predictions import Predictions, as_predictions
 from .probabilities import log_softmax, softmax
@@ -61,6 +65,7 @@ __all__ = [
     "METRICS",
     "METRIC_NAMES",
     "MetricSpec",
+    "OodResult",
     "OutputError",
     "PlattScaling",
     "Predictions",
@@ -94,6 +99,7 @@ __all__ = [
     "mce",
     "mean_confidence",
     "nll",
+    "ood_auroc",
     "s99",
     "softmax",
     "top5_accuracy",

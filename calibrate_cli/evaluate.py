@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .adaptive_ece import prediction_ace_gaps
 from .binning import BinStats
 from .errors import InputError
-from .metric_registry import METRIC_NAMES, sums_needed
-from .metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins, metrics_from_summary
+from .metric_registry import METRIC_NAMES, METRICS, sums_needed
+from .metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins, metrics_from_summary, with_class_sorted
 from .predictions import InputKind, Predictions, as_predictions
 from .summary import PredictionSummary, check_compat, summarize
 
@@ -57,7 +55,8 @@ def summarize_data(
 
 
 def with_optional_sums(summary: PredictionSummary, predictions: Predictions, n_bins: int, metrics) -> PredictionSummary:
-    """``summary`` with the sums of the wanted metrics that are not in the default pass (ACE's)."""
+    """``summary`` with what the wanted metrics that are not in the default pass need (each class's
+    probabilities sorted, for ACE and the classwise RMS/KS errors)."""
     if metrics is None:
         return summary
     if isinstance(metrics, str):
@@ -65,8 +64,8 @@ def with_optional_sums(summary: PredictionSummary, predictions: Predictions, n_b
     else:
         items = metrics.values() if isinstance(metrics, Mapping) else metrics
         names = [m for m in items if isinstance(m, str)]
-    if "ace_gap" in sums_needed(names) and summary.ace_gap is None:
-        summary = dataclasses.replace(summary, ace_gap=prediction_ace_gaps(predictions, n_bins))
+    if "class_samples" in sums_needed(names):
+        summary = with_class_sorted(summary, predictions)
     return summary
 
 
@@ -130,6 +129,130 @@ class EvalReport:
             "warnings": list(self.warnings),
             "bootstrap": self.bootstrap,
         }
+
+    # -- for people: a DataFrame, and the report in a terminal, a notebook or a Rich console ---------
+    def _rows(self) -> list[tuple[str, str, str, str]]:
+        """(name, display name, value as shown, interval as shown) of every metric worth a row
+        (top-5 accuracy only when defined), fractions as percentages (the tables of ``calib eval``)."""
+        rows = []
+        for spec in METRICS:
+            if spec.name not in self.metrics:  # an opt-in metric that was not asked for
+                continue
+            value = self.metrics[spec.name]
+            if value is None and not spec.shown_when_undefined:
+                continue
+            ci = self.intervals.get(spec.name)
+            interval = f"[{_shown(spec, ci.low)}, {_shown(spec, ci.high)}]" if ci is not None else ""
+            rows.append((spec.name, spec.display_name, _shown(spec, value), interval))
+        return rows
+
+    def _heading(self) -> str:
+        heading = f"EvalReport: N = {self.n}, K = {self.k}, {self.n_bins} bins, {self.input_kind}"
+        if self.compat:
+            heading += f", compat {self.compat}"
+        if self.bootstrap:
+            heading += (
+                f"; {100 * self.bootstrap['level']:g}% {self.bootstrap['method']} bootstrap intervals, "
+                f"{self.bootstrap['n_resamples']} resamples"
+            )
+        return heading
+
+    def __repr__(self) -> str:
+        """The metrics as an aligned text table (the values of ``calib eval``; exact ones: ``metrics``).
+
+        >>> import numpy as np
+        >>> p = np.array([[0.75, 0.25], [0.25, 0.75]])   # 75 % sure of both, right once: ECE 25 %
+        >>> evaluate(p, np.array([0, 0]), input_kind="probs", n_bins=4)  # doctest: +ELLIPSIS
+        EvalReport: N = 2, K = 2, 4 bins, probs
+          accuracy         50.00 %
+          error            50.00 %
+          ece              25.00 %
+        ...
+          nll               0.8370
+          brier             0.6250
+        ...
+          warnings: 0
+        """
+        rows = self._rows()
+        name_width = max(len(r[0]) for r in rows)
+        value_width = max(len(r[2]) for r in rows)
+        lines = [self._heading()]
+        for name, _, value, interval in rows:
+            lines.append(f"  {name:<{name_width}}  {value:>{value_width}}" + (f"  {interval}" if interval else ""))
+        lines.append(f"  warnings: {len(self.warnings)}")
+        lines += [f"    {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        """The metrics as an HTML table, for Jupyter notebooks."""
+        from html import escape
+
+        interval = bool(self.intervals)
+        head = "<tr><th>metric</th><th>value</th>" + ("<th>interval</th>" if interval else "") + "<th></th></tr>"
+        body = "".join(
+            f"<tr><td>{escape(display)}</td><td style='text-align:right'>{escape(value)}</td>"
+            + (f"<td>{escape(shown_interval)}</td>" if interval else "")
+            + f"<td><code>{escape(name)}</code></td></tr>"
+            for name, display, value, shown_interval in self._rows()
+        )
+        warnings = "".join(f"<li>{escape(w)}</li>" for w in self.warnings)
+        return (
+            f"<div><strong>{escape(self._heading())}</strong><table>{head}{body}</table>"
+            + (f"<ul>{warnings}</ul>" if warnings else "")
+            + "</div>"
+        )
+
+    def __rich__(self):
+        """The metrics as a Rich table (``rich.print(report)``, Rich's Jupyter display); rich is
+        imported only here, when Rich itself asks for the table."""
+        from rich.table import Table
+        from rich.text import Text
+
+        interval = bool(self.intervals)
+        table = Table(title=self._heading(), title_justify="left", show_edge=False)
+        table.add_column("metric", style="bold")
+        table.add_column("value", justify="right")
+        if interval:
+            table.add_column("interval", justify="right")
+        table.add_column("name", style="dim")
+        for name, display, value, shown_interval in self._rows():
+            cells = [display, value, *([shown_interval] if interval else []), name]
+            table.add_row(*(Text(c) for c in cells))
+        return table
+
+    def to_frame(self):
+        """The metrics as a pandas DataFrame: one row per metric (index ``metric``, every metric of
+        ``metrics``), column ``value`` (fractions as fractions), and ``low``/``high`` with intervals.
+        Needs pandas (``pip install pandas``, or the ``[pandas]`` extra); an ImportError saying so otherwise.
+
+        >>> import numpy as np
+        >>> frame = evaluate(np.array([[2.0, 0.0], [0.0, 1.0]]), np.array([0, 0])).to_frame()
+        >>> frame.loc[["accuracy", "error"], "value"].tolist()
+        [0.5, 0.5]
+        """
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError(
+                "EvalReport.to_frame() needs pandas, which is not installed: pip install pandas "
+                "(in a checkout of calib: pip install '.[pandas]'), or use report.to_dict()"
+            ) from None
+        names = list(self.metrics)
+        data = {"value": [np.nan if self.metrics[n] is None else float(self.metrics[n]) for n in names]}
+        if self.intervals:
+            for end in ("low", "high"):
+                data[end] = [getattr(self.intervals[n], end) if self.intervals.get(n) is not None else np.nan
+                             for n in names]
+        return pd.DataFrame(data, index=pd.Index(names, name="metric"))
+
+
+def _shown(spec, value) -> str:
+    """A metric's value as tables show it: a percentage with 2 decimals, else 4 decimals; — when undefined."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return "—"
+    if np.isinf(value):
+        return "inf"
+    return f"{100 * value:.2f} %" if spec.percent else f"{value:.4f}"
 
 
 def evaluate(

@@ -1,9 +1,11 @@
 """Reading model outputs from files and writing results, safely (docs/conventions.md).
 
 Sources are paths with an optional key: ``logits.npy``, ``outputs.npz:logits``, ``run.pt:logits``,
-``preds.csv``. Nothing is ever unpickled: ``.npy``/``.npz`` load with ``allow_pickle=False``, ``.pt``
-with ``torch.load(weights_only=True)`` (torch is optional and imported only for ``.pt``). Large
-``.npy`` files are memory-mapped. Every problem is an :class:`InputError` whose one-line message
+``preds.csv``, ``preds.parquet:logit_*``, ``run.safetensors:logits``, ``run.h5:/eval/logits``,
+``run.zarr:logits`` (the optional formats live in :mod:`calibrate_cli.formats`). Nothing is ever
+unpickled: ``.npy``/``.npz`` load with ``allow_pickle=False``, ``.pt`` with
+``torch.load(weights_only=True)`` (torch is optional and imported only for ``.pt``). Large ``.npy``
+files are memory-mapped. Every problem is an :class:`InputError` whose one-line message
 starts with the file's path. Outputs are written atomically and never overwrite without ``force``.
 """
 
@@ -66,13 +68,46 @@ class InputFormat:
 
     load: Callable[[Path, "str | None", str], np.ndarray]
     keyed: bool = False
+    #: columns are chosen by name (score columns, a labels column): Parquet / Arrow / Feather
+    table: bool = False
+    #: keys are paths inside the file and may hold '/' (HDF5, Zarr)
+    nested_keys: bool = False
+    #: the "file" is a directory (a Zarr store)
+    directory: bool = False
 
 
 def _load_npy_source(path: Path, key, label: str) -> np.ndarray:
     return _load_npy(path, label)
 
 
+def _fast_csv(path: Path, label: str, header=None, expected_rows=None, label_col=None, score_cols=None):
+    """(names, chosen columns, scores, labels) through the C-speed reader, or None when the full reader
+    must run (:mod:`calibrate_cli.formats.csvfast`: any doubt, and every error, goes to the full reader)."""
+    from .formats import csvfast
+
+    chosen: list = []
+
+    def decide(cells: list[str], line: int, n_rows: int) -> bool:
+        return _first_row_is_header(cells, label, line, n_rows, expected_rows)
+
+    def choose(names, width):
+        table = _CsvTable(names, [[""] * width], [0])
+        col = None if label_col is None else _column_index(names, label_col, width, label)
+        chosen[:] = _score_columns(table, score_cols, col, label)
+        return list(chosen), col
+
+    found = csvfast.read_numeric_csv(path, label, header, decide, choose)
+    if found is None:
+        return None
+    names, scores, labels = found
+    return names, list(chosen), scores, labels
+
+
 def _load_csv_source(path: Path, key, label: str) -> np.ndarray:
+    fast = _fast_csv(path, label)
+    if fast is not None:
+        values = fast[2]
+        return values[:, 0] if values.shape[1] == 1 else values
     table = _read_csv_table(path, label)
     values = _numeric(table, list(range(table.width)), label)
     return values[:, 0] if values.shape[1] == 1 else values
@@ -85,7 +120,30 @@ INPUT_FORMATS: dict[str, InputFormat] = {
     ".pt": InputFormat(lambda path, key, label: _load_torch(path, key, label), keyed=True),
     ".pth": InputFormat(lambda path, key, label: _load_torch(path, key, label), keyed=True),
     ".csv": InputFormat(_load_csv_source),
+    ".parquet": InputFormat(lambda path, key, label: _tables().load_table_array(path, key, label), keyed=True, table=True),
+    ".arrow": InputFormat(lambda path, key, label: _tables().load_table_array(path, key, label), keyed=True, table=True),
+    ".feather": InputFormat(lambda path, key, label: _tables().load_table_array(path, key, label), keyed=True, table=True),
+    ".safetensors": InputFormat(lambda path, key, label: _arrays().load_safetensors(path, key, label), keyed=True),
+    ".h5": InputFormat(lambda path, key, label: _arrays().load_hdf5(path, key, label), keyed=True, nested_keys=True),
+    ".hdf5": InputFormat(lambda path, key, label: _arrays().load_hdf5(path, key, label), keyed=True, nested_keys=True),
+    ".zarr": InputFormat(
+        lambda path, key, label: _arrays().load_zarr(path, key, label), keyed=True, nested_keys=True, directory=True
+    ),
 }
+
+
+def _tables():
+    from .formats import tables
+
+    return tables
+
+
+def _arrays():
+    from .formats import arrays
+
+    return arrays
+
+
 SUFFIXES = tuple(INPUT_FORMATS)
 _KEYED = tuple(suffix for suffix, fmt in INPUT_FORMATS.items() if fmt.keyed)
 _KEYED_SPLIT = re.compile(
@@ -94,7 +152,8 @@ _KEYED_SPLIT = re.compile(
 
 
 def split_source(source: str | os.PathLike) -> tuple[Path, str | None]:
-    """``"run.npz:logits"`` → (Path("run.npz"), "logits"); keys only follow keyed formats (.npz/.pt/.pth).
+    """``"run.npz:logits"`` → (Path("run.npz"), "logits"); keys only follow keyed formats (.npz, .pt, .pth,
+    tables, .safetensors, .h5/.hdf5, .zarr; in HDF5 and Zarr the key is a path: ``run.h5:/eval/logits``).
 
     The key starts after the first ``.npz:``/``.pt:``/``.pth:`` (so ``run.npz::x`` is the key
     ``":x"`` and ``run.npz:`` the empty key, both reported as bad keys of ``run.npz``), unless
@@ -104,7 +163,8 @@ def split_source(source: str | os.PathLike) -> tuple[Path, str | None]:
     match = _KEYED_SPLIT.match(text)
     if match and not Path(text).exists():
         head, key = match.group(1), match.group(2)
-        if "/" not in key and "\\" not in key:
+        fmt = INPUT_FORMATS.get(Path(head).suffix.lower())
+        if ("/" not in key and "\\" not in key) or (fmt is not None and fmt.nested_keys):
             return Path(head), key
     return Path(text), None
 
@@ -114,8 +174,9 @@ def _one_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
-def _check_readable(path: Path, label: str) -> None:
-    """A regular, readable file (a FIFO or a device would block or never end: refused)."""
+def _check_readable(path: Path, label: str, directory: bool = False) -> None:
+    """A regular, readable file (a FIFO or a device would block or never end: refused); with
+    ``directory``, a readable directory (a Zarr store)."""
     if not os.fspath(label).strip():
         raise InputError("'': empty file name")
     try:
@@ -124,6 +185,12 @@ def _check_readable(path: Path, label: str) -> None:
         raise InputError(f"{label}: no such file") from None
     except OSError as exc:
         raise InputError(f"{label}: cannot read ({_one_line(exc)})") from None
+    if directory:
+        if not stat.S_ISDIR(info.st_mode):
+            raise InputError(f"{label}: expected a directory (a {path.suffix} store)")
+        if not os.access(path, os.R_OK | os.X_OK):
+            raise InputError(f"{label}: permission denied")
+        return
     if stat.S_ISDIR(info.st_mode):
         raise InputError(f"{label}: is a directory, expected a file")
     if not stat.S_ISREG(info.st_mode):
@@ -528,23 +595,34 @@ def read_scores(
     header: bool | None = None,
     expected_rows: int | None = None,
 ) -> ScoresFile:
-    """Load scores, and with ``label_col`` (CSV: a column name or index) the labels column.
+    """Load scores, and with ``label_col`` (CSV or table file: a column name or index) the labels column.
 
-    CSV options: ``score_cols`` picks the score columns (names, indices or globs such as ``p_*``,
+    Table files (Parquet, Arrow, Feather) take ``score_cols``/``label_col`` as CSV does, by column name
+    (:func:`calibrate_cli.formats.tables.read_table`; a list column may hold the K scores). CSV options: ``score_cols`` picks the score columns (names, indices or globs such as ``p_*``,
     comma-separated; other columns are ignored); ``header`` says whether the first row is a
     header (None: detected, and an error when it cannot be told); ``expected_rows`` (the labels'
     N, when known) settles a first row that could be either. Labels given as class names map to the
     score columns' order (see :func:`class_names_of`).
     """
-    path, _ = split_source(source)
+    path, key = split_source(source)
     label = os.fspath(source)
+    fmt = INPUT_FORMATS.get(path.suffix.lower())
+    if fmt is not None and fmt.table:
+        _check_readable(path, label)
+        scores, labels, classes = _tables().read_table(path, key, label, score_cols=score_cols, label_col=label_col)
+        return ScoresFile(scores, labels, classes)
     if path.suffix.lower() != ".csv":
         if label_col is not None:
-            raise InputError(f"{label}: --label-col works with .csv files only")
+            raise InputError(f"{label}: --label-col works with .csv and table files only (.parquet, .arrow, .feather)")
         if score_cols is not None:
-            raise InputError(f"{label}: score columns can be chosen in .csv files only")
+            raise InputError(f"{label}: score columns can be chosen in CSV and table files only (.csv, .parquet, .arrow, .feather)")
         return ScoresFile(load_array(source))
     _check_readable(path, label)
+    fast = _fast_csv(path, label, header, expected_rows, label_col, score_cols)
+    if fast is not None:
+        names, columns, scores, labels = fast
+        classes = tuple(names[c] for c in columns) if names is not None else None
+        return ScoresFile(scores[:, 0] if scores.shape[1] == 1 else scores, labels, classes)
     table = _read_csv_table(path, label, header, expected_rows)
     col = None if label_col is None else _column_index(table.names, label_col, table.width, label)
     columns = _score_columns(table, score_cols, col, label)
@@ -559,12 +637,13 @@ def read_scores(
 
 
 def load_array(source: str | os.PathLike) -> np.ndarray:
-    """Load one array from ``source`` (.npy, .npz[:key], .pt/.pth[:key], .csv), never unpickling."""
+    """Load one array from ``source`` (any suffix of :data:`INPUT_FORMATS`, ``:key`` after keyed ones),
+    never unpickling."""
     path, key = split_source(source)
     label = os.fspath(source)
-    _check_readable(path, label)
     suffix = path.suffix.lower()
     fmt = INPUT_FORMATS.get(suffix)
+    _check_readable(path, label, directory=fmt is not None and fmt.directory)
     if fmt is None:
         raise InputError(f"{label}: unknown file type {suffix or '(none)'!r}; expected one of {', '.join(INPUT_FORMATS)}")
     return fmt.load(path, key, label)
@@ -587,11 +666,20 @@ def load_labels(
 
     A one-column CSV may hold class names, mapped to ``classes`` (the score columns' names, see
     :func:`class_names_of`); ``header``/``expected_rows`` as in :func:`read_scores`."""
-    path, _ = split_source(source)
+    path, key = split_source(source)
     label = os.fspath(source)
+    fmt = INPUT_FORMATS.get(path.suffix.lower())
+    if fmt is not None and fmt.table:
+        _check_readable(path, label)
+        numbers, names, _ = _tables().read_table(path, key, label, classes=classes, labels_only=True)
+        return numbers if numbers is not None else names
     if path.suffix.lower() != ".csv":
         return load_array(source)
     _check_readable(path, label)
+    fast = _fast_csv(path, label, header, expected_rows)
+    if fast is not None:
+        values = fast[2]
+        return values[:, 0] if values.shape[1] == 1 else values
     table = _read_csv_table(path, label, header, expected_rows)
     if table.width == 1:
         cells = [row[0].strip() for row in table.rows]
@@ -613,13 +701,17 @@ def list_shards(source: str | os.PathLike) -> list[str] | None:
     if not text:
         return None  # Path("") is ".": the loader says "empty file name"
     path = Path(text)
-    if path.is_dir():
+    fmt = INPUT_FORMATS.get(path.suffix.lower())
+    if path.is_dir() and not (fmt is not None and fmt.directory):
         files = sorted(os.fspath(p) for p in path.iterdir() if p.suffix.lower() == ".npy" and p.is_file())
         if not files:
             raise InputError(f"{text}: a directory without .npy files (shards are read from its .npy files)")
         return files
     if path.exists() or not _GLOB_CHARS.search(text):
         return None
+    base, key = split_source(text)
+    if key is not None and base.exists():
+        return None  # a key of one file: preds.parquet:logit_*
     import glob
 
     files = sorted(p for p in glob.glob(text) if Path(p).is_file())

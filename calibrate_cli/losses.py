@@ -100,7 +100,7 @@ def _ceil_in(value: float, dtype: torch.dtype) -> float:
     return float(v)
 
 
-def _compute_dtype(logits: torch.Tensor) -> torch.Tensor:
+def _in_compute_dtype(logits: torch.Tensor) -> torch.Tensor:
     """float32/float64 logits as they are; anything else (bf16, fp16) in float32."""
     return logits if logits.dtype in (torch.float32, torch.float64) else logits.float()
 
@@ -136,7 +136,7 @@ class CalibrationLoss(nn.Module):
     # -- forward ------------------------------------------------------------------------------------
     def forward(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         self._check(logits, labels)
-        return self._objective(_compute_dtype(logits), labels.long())
+        return self._objective(_in_compute_dtype(logits), labels.long())
 
     def _objective(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:  # pragma: no cover
         raise NotImplementedError
@@ -172,8 +172,16 @@ class _FocalFamily(CalibrationLoss):
 
     def __init__(self, name, num_classes, params):
         super().__init__(name, num_classes, params)
-        alpha = _alpha_weights(params.get("alpha"), self.num_classes)
-        self.register_buffer("alpha", alpha, persistent=False)
+        #: per-class α (float64, host), or None; :meth:`_alpha_on` holds its copy on the device
+        self.alpha = _alpha_weights(params.get("alpha"), self.num_classes)
+        self._alpha_cache: dict = {}
+
+    def _alpha_on(self, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+        """α on ``device`` in ``dtype``, copied there once (not at every step)."""
+        key = (device, dtype)
+        if key not in self._alpha_cache:
+            self._alpha_cache = {key: self.alpha.to(dtype).to(device)}
+        return self._alpha_cache[key]
 
     def _gamma(self, p: torch.Tensor) -> float | torch.Tensor:  # pragma: no cover
         raise NotImplementedError
@@ -183,7 +191,7 @@ class _FocalFamily(CalibrationLoss):
         p = logp.exp()
         loss = -1 * (1 - p) ** self._gamma(p.detach()) * logp
         if self.alpha is not None:
-            loss = loss * self.alpha.to(device=loss.device, dtype=loss.dtype)[labels]
+            loss = loss * self._alpha_on(loss.device, loss.dtype)[labels]
         return loss.sum()
 
 
@@ -346,11 +354,16 @@ class AdaFocal(CalibrationLoss):
             }
         return self._cache["edges"], self._cache["gammas"]
 
+    def _gamma(self, p: torch.Tensor) -> torch.Tensor:
+        """γ of each sample's bin: b = #(inner edges ≤ p), as the reference's first bin (in order)
+        with lower ≤ p < upper (bin 0 open below, the last open above)."""
+        edges, gammas = self._on(p.device, p.dtype)
+        return gammas[torch.bucketize(p, edges, right=True)]
+
     def _objective(self, logits, labels):
         logp = _true_class_log_prob(logits, labels)
         p = logp.exp()
-        edges, gammas = self._on(p.device, p.dtype)
-        gamma = gammas[torch.bucketize(p.detach(), edges, right=True)]
+        gamma = self._gamma(p.detach())
         sp = torch.sign(gamma) * p
         loss = -1 * (1 - sp + 1e-20) ** torch.abs(gamma) * logp
         return loss.sum()
@@ -366,7 +379,7 @@ class AdaFocal(CalibrationLoss):
                 f"loss {self.name!r}: validation logits (N, K) and labels (N,) with N ≥ 1 expected, "
                 f"got {tuple(logits.shape)} and {tuple(labels.shape)}"
             )
-        logits = _compute_dtype(logits)
+        logits = _in_compute_dtype(logits)
         log_conf, pred = torch.max(F.log_softmax(logits, dim=1), dim=1)
         conf = log_conf.exp().cpu().numpy()
         correct = (pred == labels.to(pred.device)).cpu().numpy()
@@ -383,7 +396,9 @@ class AdaFocal(CalibrationLoss):
         return edges, gaps
 
     def end_epoch(self, val_logits, val_labels) -> None:
-        """Update γ_b from the validation set (the rule in the class docstring)."""
+        """Update γ_b from the validation set (the rule in the class docstring). Tensors or NumPy
+        arrays; given as tensors on the training device, the new state is copied there now rather
+        than in the next step."""
         edges, gaps = self.bin_statistics(val_logits, val_labels)
         lam, switch = self.params["lam"], self.params["switch"]
         lo, hi = self.params["gamma_min"], self.params["gamma_max"]
@@ -396,7 +411,7 @@ class AdaFocal(CalibrationLoss):
         self.bin_gammas, self.bin_edges = new, [float(e) for e in edges]
         self._updates += 1
         logits = torch.as_tensor(val_logits)
-        self._on(logits.device, _compute_dtype(logits).dtype)  # the transfer now, not in the next step
+        self._on(logits.device, _in_compute_dtype(logits).dtype)  # the transfer now, not in the next step
 
 
 # -- parameters -------------------------------------------------------------------------------------

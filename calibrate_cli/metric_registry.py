@@ -26,7 +26,8 @@ field              shape        sum
 ``s99``            (b,)         #{i : conf_i ≥ 0.99}
 ``s99_correct``    (b,)         #{i : conf_i ≥ 0.99 and correct_i}
 ``classwise_gap``  (b, K', M)   per (class k, equal-width bin B_kb of p_ik): Σ_{i ∈ B_kb} ([y_i = k] − p_ik)
-``ace_gap``        (b, K, M)    the same per (class k, equal-mass bin of p_ik) (:mod:`~calibrate_cli.adaptive_ece`)
+``class_samples``  (b, N)       each class's p_ik sorted, with each row's multiplicities
+                                (:class:`~calibrate_cli.class_samples.ClassSamples`; the opt-in classwise metrics)
 ``samples``        (b, N)       the samples themselves (:class:`WeightedSamples`): conf_i and
                                 correct_i sorted by confidence, with each row's multiplicities
 =================  ===========  ==================================================================
@@ -49,9 +50,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .class_samples import ClassSamples
 
 __all__ = [
     "S99_THRESHOLD",
@@ -114,7 +118,7 @@ class MetricSums:
     classwise_gap: np.ndarray | None = None
     classwise_classes: np.ndarray | None = None
     samples: WeightedSamples | None = None
-    ace_gap: np.ndarray | None = None
+    class_samples: ClassSamples | None = None
     #: ``nll`` holds Σ (−log p / nll_scale): 1 normally; N when the plain sum would overflow float64
     #: (logits near 1e308), so the mean stays finite and exact
     nll_scale: float = 1.0
@@ -244,9 +248,34 @@ def _ks_ce(s: MetricSums) -> np.ndarray:
     return out / s.n
 
 
+def _n_bins(s: MetricSums) -> int:
+    """M, the number of bins (that of the equal-width bins, which every batch has)."""
+    return int(np.shape(s.width.count)[-1])
+
+
 def _ace(s: MetricSums) -> np.ndarray:
     """Nixon et al. 2019: (1/K) Σ_k Σ_r (1/N) |Σ_{B_kr} ([y = k] − p_k)| over equal-mass bins of each p_k."""
-    return np.abs(s.ace_gap).sum(axis=(1, 2)) / (s.n * s.ace_gap.shape[1])
+    from .class_samples import ace_gaps
+
+    gaps = ace_gaps(s.class_samples, _n_bins(s))
+    return np.abs(gaps).sum(axis=(1, 2)) / (s.n * gaps.shape[1])
+
+
+def _classwise_rms_ce(s: MetricSums) -> np.ndarray:
+    """Kumar et al. 2019's marginal ℓ2 error: √((1/K) Σ_k (1/N) Σ_b gap_kb²/|B_kb|), empty bins 0."""
+    from .class_samples import classwise_width_sums
+
+    count, gap = classwise_width_sums(s.class_samples, _n_bins(s))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_bin = np.where(count > 0, gap * gap / np.maximum(count, 1), 0.0)
+    return np.sqrt(per_bin.sum(axis=2).mean(axis=1) / s.n)
+
+
+def _classwise_ks_ce(s: MetricSums) -> np.ndarray:
+    """(1/K) Σ_k max_t |(1/N) Σ_{p_k ≤ t} (p_k − [y = k])| (Gupta et al. 2021, per class)."""
+    from .class_samples import classwise_ks
+
+    return classwise_ks(s.class_samples).mean(axis=1) / s.n
 
 
 def _smooth_ece(s: MetricSums) -> np.ndarray:
@@ -298,7 +327,15 @@ METRICS: tuple[MetricSpec, ...] = (
     ),
     _spec(
         "ace", "ACE", "mean over classes k of the ECE of p_k against [y = k] over M equal-mass bins of p_k",
-        "Nixon et al. 2019 (uncertainty_metrics.ace)", _ace, {"ace_gap"}, by_default=False,
+        "Nixon et al. 2019 (uncertainty_metrics.ace)", _ace, {"class_samples"}, by_default=False,
+    ),
+    _spec(
+        "classwise_rms_ce", "Classwise RMS-CE", "√(mean over classes k of Σ_b |B_kb|/N·(acc−conf)²), the bins of Classwise-ECE",
+        "Kumar et al. 2019 (marginal ℓ2-CE)", _classwise_rms_ce, {"class_samples"}, by_default=False,
+    ),
+    _spec(
+        "classwise_ks_ce", "Classwise KS-CE", "mean over classes k of max_t |Σ_{p_k ≤ t} (p_k − [y = k])|/N",
+        "Gupta et al. 2021 (per class)", _classwise_ks_ce, {"class_samples"}, by_default=False,
     ),
     _spec(
         "mce", "MCE", "max over non-empty equal-width bins of |acc − conf|",
@@ -362,7 +399,8 @@ BOOTSTRAP_DEFAULT: tuple[str, ...] = tuple(
     spec.name for spec in METRICS if spec.by_default and "samples" not in spec.needs
 )
 #: the metrics ``calib eval`` and :func:`calibrate_cli.evaluate` compute unless others are named: all but
-#: ACE, which sorts each class's N probabilities (O(N·K log N), an (N, K) float64 copy)
+#: the classwise ones that sort each class's N probabilities (ACE, classwise RMS/KS: O(N·K log N), an
+#: (N, K) float64 copy of the probabilities)
 DEFAULT_METRICS: tuple[str, ...] = tuple(spec.name for spec in METRICS if spec.by_default)
 
 

@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from .adaptive_ece import prediction_ace_gaps
+from .class_samples import ClassSamples
 from .binning import BinStats, SparseBinStats, bin_statistics, equal_mass_edges, torch_linspace_edges, uniform_edges
 from .metric_registry import (
     METRIC_DEFINITIONS,
@@ -47,6 +47,9 @@ __all__ = [
     "adaece",
     "classwise_ece",
     "ace",
+    "classwise_rms_ce",
+    "classwise_ks_ce",
+    "with_class_sorted",
     "mce",
     "nll",
     "brier",
@@ -156,7 +159,9 @@ def summary_sums(
         classwise_gap=gap,
         classwise_classes=classes,
         samples=samples,
-        ace_gap=None if s.ace_gap is None or "ace_gap" not in needed else s.ace_gap[None],
+        class_samples=(
+            ClassSamples(s.class_sorted, np.ones((1, s.n))) if s.class_sorted is not None and "class_samples" in needed else None
+        ),
     )
 
 
@@ -164,6 +169,15 @@ def _point(summary: PredictionSummary, names, n_bins: int = DEFAULT_N_BINS, **bi
     """{name: float} of the metrics ``names`` (NaN where undefined)."""
     values = metric_values(summary_sums(summary, n_bins, names, **bins), names)
     return {name: float(v[0]) for name, v in values.items()}
+
+
+#: the summary field behind each sum of the opt-in metrics
+_OPTIONAL_SOURCES = {"class_samples": "class_sorted"}
+
+
+def _summary_has(summary: PredictionSummary, sum_field: str) -> bool:
+    """Whether ``summary`` holds what the sum ``sum_field`` is made from (the defaults always do)."""
+    return getattr(summary, _OPTIONAL_SOURCES.get(sum_field, sum_field), None) is not None
 
 
 def metrics_from_summary(
@@ -176,11 +190,11 @@ def metrics_from_summary(
     """Every metric of docs/metrics.md as a dict keyed by :data:`METRIC_NAMES` (None where undefined).
 
     ``width``/``mass``: the equal-width / equal-mass bin statistics when already computed. Each
-    metric is its registry entry's function of the summary's sums (:func:`summary_sums`). ACE (not
-    in :data:`~calibrate_cli.metric_registry.DEFAULT_METRICS`) is in the dict only when the summary
-    holds its sums (``summary.ace_gap``).
+    metric is its registry entry's function of the summary's sums (:func:`summary_sums`). The opt-in
+    classwise metrics (not in :data:`~calibrate_cli.metric_registry.DEFAULT_METRICS`: ACE, classwise
+    RMS/KS) are in the dict only when the summary holds their sorted classes (``summary.class_sorted``).
     """
-    names = [spec.name for spec in METRICS if spec.by_default or all(getattr(summary, f, None) is not None for f in spec.needs)]
+    names = [spec.name for spec in METRICS if spec.by_default or all(_summary_has(summary, f) for f in spec.needs)]
     point = _point(summary, names, n_bins, width=width, mass=mass)
     return {name: None if math.isnan(v) else v for name, v in point.items()}
 
@@ -195,8 +209,8 @@ def _metric(name: str, scores, labels, input_kind, n_bins=DEFAULT_N_BINS, compat
     needed = sums_needed([name])
     predictions = as_predictions(scores, labels, input_kind)
     summary = summarize(predictions, n_bins=n_bins, compat=compat, classwise="classwise_gap" in needed)
-    if "ace_gap" in needed:
-        summary = dataclasses.replace(summary, ace_gap=prediction_ace_gaps(predictions, n_bins))
+    if "class_samples" in needed:
+        summary = with_class_sorted(summary, predictions)
     return _point(summary, [name], n_bins)[name]
 
 
@@ -232,14 +246,37 @@ def classwise_ece(
     return _metric("classwise_ece", scores, labels, input_kind, n_bins, compat)
 
 
+def with_class_sorted(summary: PredictionSummary, predictions) -> PredictionSummary:
+    """``summary`` with each class's probabilities sorted (:func:`~calibrate_cli.class_samples.sort_classes`):
+    the float64 softmax of logits, or the given probabilities (an (N, K) float64 array is made)."""
+    from .class_samples import sort_classes
+    from .probabilities import to_probabilities
+
+    if summary.class_sorted is not None:
+        return summary
+    probs = to_probabilities(np.asarray(predictions.scores), predictions.input_kind)
+    return dataclasses.replace(summary, class_sorted=sort_classes(probs, predictions.labels))
+
+
 def ace(scores, labels, *, n_bins: int = DEFAULT_N_BINS, input_kind: InputKind = "logits") -> float:
     """ACE (Nixon et al. 2019): (1/K) Σ_k Σ_r (1/N) |Σ_{i ∈ B_kr} ([y_i = k] − p_ik)|, where B_k1..B_kR
-    are R = ``n_bins`` equal-mass bins of the N values p_ik (:mod:`~calibrate_cli.adaptive_ece`).
+    are R = ``n_bins`` equal-mass bins of the N values p_ik (:mod:`~calibrate_cli.class_samples`).
 
     >>> round(ace([[0.9, 0.1], [0.6, 0.4], [0.3, 0.7], [0.2, 0.8]], [0, 1, 1, 1], n_bins=2, input_kind="probs"), 4)
     0.25
     """
     return _metric("ace", scores, labels, input_kind, n_bins)
+
+
+def classwise_rms_ce(scores, labels, *, n_bins: int = DEFAULT_N_BINS, input_kind: InputKind = "logits") -> float:
+    """Classwise (marginal) RMS calibration error, Kumar et al. 2019:
+    √((1/K) Σ_k Σ_b |B_kb|/N · (mean_{B_kb} [y = k] − mean_{B_kb} p_k)²), the equal-width bins of classwise-ECE."""
+    return _metric("classwise_rms_ce", scores, labels, input_kind, n_bins)
+
+
+def classwise_ks_ce(scores, labels, *, input_kind: InputKind = "logits") -> float:
+    """Classwise KS calibration error: (1/K) Σ_k max_t |(1/N) Σ_{p_ik ≤ t} (p_ik − [y_i = k])| (Gupta et al. 2021)."""
+    return _metric("classwise_ks_ce", scores, labels, input_kind)
 
 
 def mce(

@@ -16,6 +16,7 @@ refused in that mode.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +25,9 @@ from .errors import InputError
 from .kernels import check_engine, chunk_statistics
 from .parallel import map_chunks
 from .predictions import Predictions
+
+if TYPE_CHECKING:
+    from .class_samples import ClassSorted
 
 COMPAT_FOCAL_CALIBRATION = "focal-calibration"
 COMPAT_MODES = (COMPAT_FOCAL_CALIBRATION,)
@@ -47,8 +51,8 @@ class PredictionSummary:
                  given probabilities); None when K ≤ 5
     classwise    per-class equal-width bin statistics of p_ik, shape (K, M) (a SparseBinStats when K·M
                  is far larger than the input, see :func:`summarize`); None when not requested
-    ace_gap      per (class, equal-mass bin of p_ik) Σ ([y_i = k] − p_ik), (K, M), for ACE
-                 (:func:`~calibrate_cli.adaptive_ece.ace_gap_sums`); None unless ACE was asked for
+    class_sorted each class's p_ik sorted (:class:`~calibrate_cli.class_samples.ClassSorted`), for the
+                 opt-in classwise metrics (ACE, classwise RMS/KS); None unless one was asked for
     """
 
     n: int
@@ -61,7 +65,7 @@ class PredictionSummary:
     top5: np.ndarray | None
     classwise: BinStats | SparseBinStats | None
     compat: str | None = None
-    ace_gap: np.ndarray | None = None
+    class_sorted: ClassSorted | None = None
 
 
 #: K·M up to this many cells are kept dense (whatever N); beyond, only when K·M ≤ N·K (the input's size)

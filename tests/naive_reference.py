@@ -48,6 +48,8 @@ __all__ = [
     "adaece_compat",
     "classwise_ece_compat",
     "nll_compat",
+    "entropy",
+    "auroc_pairs",
 ]
 
 
@@ -372,3 +374,26 @@ def nll_compat(logits, labels):
         assert logp.dtype == np.float32
         total += -float(logp)
     return total / len(labs)
+
+
+def entropy(probs):
+    """H(p) = −Σ_k p_k log p_k per row, natural log, a 0 contributing 0 (plain loop)."""
+    out = []
+    for row in _rows(probs):
+        out.append(-sum(p * math.log(p) for p in row if p > 0.0))
+    return out
+
+
+def auroc_pairs(in_scores, out_scores):
+    """Mann–Whitney AUROC by the O(n_in · n_out) double loop: over every pair (i in, j out),
+    1 when out_j > in_i, ½ when equal, 0 otherwise; the count over n_in · n_out, in float64."""
+    a = [float(v) for v in np.asarray(in_scores, dtype=np.float64).ravel()]
+    b = [float(v) for v in np.asarray(out_scores, dtype=np.float64).ravel()]
+    wins = 0.0
+    for x in a:
+        for y in b:
+            if y > x:
+                wins += 1.0
+            elif y == x:
+                wins += 0.5
+    return wins / (len(a) * len(b))

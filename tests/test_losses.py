@@ -301,16 +301,30 @@ def test_half_precision_logits_computed_in_float32():
 # -- no host synchronisation in forward -------------------------------------------------------------------
 
 SYNCING = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__", "nonzero", "_local_scalar_dense")
+#: a copy between devices (a host → GPU copy of pageable memory waits): none in a steady-state step
+TRANSFERS = ("transfer",)
+
+
+def _names_a_device(args, kwargs) -> bool:
+    values = list(args[1:]) + list(kwargs.values())
+    return any(isinstance(v, (torch.device, str)) for v in values)
 
 
 class _RecordOps(torch.overrides.TorchFunctionMode):
+    """Records the name of every torch call; a ``.to(...)``/``.cuda()``/``.copy_`` that names a device
+    (a move, not a dtype cast) is recorded as ``transfer``."""
+
     def __init__(self):
         super().__init__()
         self.names = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.names.append(getattr(func, "__name__", str(func)))
-        return func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", str(func))
+        if name in ("cuda", "copy_") or (name == "to" and _names_a_device(args, kwargs)):
+            name = "transfer"
+        self.names.append(name)
+        return func(*args, **kwargs)
 
 
 @pytest.mark.parametrize("name", LOSS_NAMES)
@@ -318,14 +332,16 @@ def test_forward_calls_no_syncing_tensor_operation(name):
     """Every torch call forward makes is recorded (a TorchFunctionMode sees .item(), bool(t),
     float(t), .tolist(), .cpu(), nonzero...): none of them can move a value to the host."""
     logits, labels = batch(n=64, k=10, seed=4)
-    loss = make_loss(name, 10)
+    alpha = [0.1 * (k + 1) for k in range(10)] if "alpha" in L.LOSS_PARAMS[name] else None
+    loss = make_loss(name, 10, alpha=alpha)
     if name == "adafocal":  # a real state with several γ, built (and moved) in end_epoch
         loss.end_epoch(*batch(n=300, k=10, seed=9))
-    loss(logits, labels)  # any lazy set-up happens once, outside the measured call
+    loss(logits, labels)  # any lazy set-up (a copy to the device) happens once, outside the measured call
     with _RecordOps() as mode:
         loss(logits, labels.clone())
     assert mode.names, "the mode recorded nothing"
     assert not [n for n in mode.names if n in SYNCING], mode.names
+    assert not [n for n in mode.names if n in TRANSFERS], mode.names
 
 
 def test_the_syncing_detector_detects():
@@ -334,6 +350,12 @@ def test_the_syncing_detector_detects():
         (t.sum() > 0).item()
         bool(t.sum() > 0)
     assert "item" in mode.names and "__bool__" in mode.names
+    device = t.device
+    with _RecordOps() as mode:
+        t.to(torch.float64)
+        t.to("cpu")
+        t.to(device=device, dtype=torch.float64)
+    assert mode.names == ["to", "transfer", "transfer"]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA only")
@@ -341,7 +363,8 @@ def test_the_syncing_detector_detects():
 def test_forward_and_backward_without_sync_on_cuda(name):
     logits, labels = batch(n=128, k=10, seed=4)
     logits, labels = logits.cuda().requires_grad_(True), labels.cuda()
-    loss = make_loss(name, 10)
+    alpha = [0.1 * (k + 1) for k in range(10)] if "alpha" in L.LOSS_PARAMS[name] else None
+    loss = make_loss(name, 10, alpha=alpha)
     if name == "adafocal":
         loss.end_epoch(*[t.cuda() for t in batch(n=300, k=10, seed=9)])
     loss(logits, labels)
@@ -361,3 +384,214 @@ def test_source_has_no_item_in_forward_paths():
         assert ".item(" not in source and ".tolist(" not in source, cls
     source = inspect.getsource(L.AdaFocal._objective)
     assert ".item(" not in source and ".tolist(" not in source
+
+
+# -- MMCE's degenerate batches ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_mmce_tiny_batches_with_one_group_empty_are_cross_entropy(n):
+    """The reference fails on a batch of 1 (top-k of 2 out of 1) and returns NaN for a batch of 2 that
+    is all correct or all wrong (the mean of an empty block); the MMCE term is 0 here, as it is in the
+    reference for every larger batch with an empty group."""
+    logits = torch.tensor([[2.0, 0.0, 0.0], [0.0, 1.0, 0.0]])[:n]
+    for labels in (logits.argmax(1), (logits.argmax(1) + 1) % 3):
+        ce = make_loss("ce", 3)(logits, labels)
+        torch.testing.assert_close(make_loss("mmce", 3)(logits, labels), ce)
+    if n == 2:
+        assert torch.isnan(ref.mmce_training_objective(logits, logits.argmax(1), 2.0))
+
+
+# -- alpha-balanced focal ---------------------------------------------------------------------------------
+
+
+def test_alpha_balanced_focal_equals_the_loop():
+    logits, labels = batch(n=50, k=4, seed=6, dtype=torch.float64)
+    alpha = [0.1, 0.2, 0.3, 0.4]
+    got = float(make_loss("focal", 4, gamma=2.0, alpha=alpha)(logits, labels))
+    expected = naive.focal_sum(logits.tolist(), labels.tolist(), lambda p: 2.0, alpha=alpha)
+    assert got == pytest.approx(expected, rel=1e-12)
+    got = float(make_loss("flsd53", 4, alpha=alpha)(logits, labels))
+    assert got == pytest.approx(naive.focal_sum(logits.tolist(), labels.tolist(), naive.flsd53_gamma, alpha=alpha), rel=1e-12)
+
+
+def test_single_alpha_weights_class_1_by_one_minus_alpha():
+    logits = torch.tensor([[1.0, 0.0], [1.0, 0.0]], dtype=torch.float64)
+    labels = torch.tensor([0, 1])
+    plain = [float(make_loss("focal", 2, gamma=2.0)(logits[i : i + 1], labels[i : i + 1])) for i in range(2)]
+    got = float(make_loss("focal", 2, gamma=2.0, alpha=0.25)(logits, labels))
+    assert got == pytest.approx(0.25 * plain[0] + 0.75 * plain[1], rel=1e-12)
+
+
+# -- FLSC schedules ---------------------------------------------------------------------------------------
+
+
+def test_flsc_schedule_at_the_paper_length_matches_the_reference_train_loop():
+    for name, last in (("flsc531", 1.0), ("flsc532", 2.0)):
+        loss = make_loss(name, 3)
+        for epoch in (0, 99, 100, 101, 249, 250, 349):
+            loss.start_epoch(epoch, 350)
+            assert loss.gamma == ref.scheduled_gamma(epoch, 5.0, 3.0, last), (name, epoch)
+
+
+def test_flsc_schedule_scaled_to_the_run_length():
+    loss = make_loss("flsc531", 3)
+    gammas = []
+    for epoch in range(35):
+        loss.start_epoch(epoch, 35)
+        gammas.append(loss.gamma)
+    assert gammas == [5.0] * 10 + [3.0] * 15 + [1.0] * 10
+    logits, labels = batch(n=20, k=3, seed=1, dtype=torch.float64)
+    loss.start_epoch(30, 35)
+    assert float(loss(logits, labels)) == pytest.approx(naive.focal_sum(logits.tolist(), labels.tolist(), lambda p: 1.0))
+
+
+def test_scale_epoch_rounds_half_up():
+    assert [L.scale_epoch(e, 350) for e in (100, 150, 250)] == [100, 150, 250]
+    assert L.scale_epoch(175, 1) == 1  # 0.5 → 1
+    assert L.scale_epoch(174, 1) == 0
+    assert [L.scale_epoch(e, 5) for e in (100, 250)] == [1, 4]  # 1.43, 3.57
+
+
+# -- AdaFocal ---------------------------------------------------------------------------------------------
+
+
+def validation_set(n, seed, scale, q, k=10):
+    """Logits and labels, correct (argmax) with probability q, else a random class."""
+    g = torch.Generator().manual_seed(seed)
+    x = scale * torch.randn(n, k, generator=g)
+    y = torch.where(torch.rand(n, generator=g) < q, x.argmax(1), torch.randint(0, k, (n,), generator=g))
+    return x, y
+
+
+def test_adafocal_bins_and_gaps_as_the_reference():
+    loss = make_loss("adafocal", 10)
+    for seed, (n, scale, q) in enumerate([(150, 1.0, 0.6), (1000, 3.0, 0.3), (333, 0.5, 0.9), (15, 2.0, 0.5)]):
+        x, y = validation_set(n, seed, scale, q)
+        edges, gaps = loss.bin_statistics(x, y)
+        theirs = ref_ada.validation_bins(x, y)
+        assert [theirs[b]["lower_bound"] for b in range(15)] + [theirs[14]["upper_bound"]] == edges.tolist()
+        np.testing.assert_allclose(gaps, [theirs[b]["calibration_gap"] for b in range(15)], rtol=0, atol=1e-6)
+
+
+def test_adafocal_minimum_confidence_is_in_no_bin():
+    """15 samples, 15 bins: the equal-mass edges are the sorted confidences themselves; bin b is
+    (e_b, e_{b+1}], so the least confident sample is left out (the reference's strict lower bound)."""
+    conf = np.linspace(0.55, 0.97, 15)
+    # two classes with softmax = (c, 1 − c): logit log(c / (1 − c)) on class 0
+    x = torch.tensor([[math.log(c / (1 - c)), 0.0] for c in conf], dtype=torch.float64)
+    y = torch.zeros(15, dtype=torch.long)  # all correct
+    loss = make_loss("adafocal", 2)
+    edges, gaps = loss.bin_statistics(x, y)
+    np.testing.assert_allclose(edges[:-1], conf, rtol=1e-12)
+    # bin 0 = (c_0, c_1] holds c_1; ...; the last bin holds c_14 and c_14 (edges[14] = edges[15])
+    expected = [conf[b + 1] - 1.0 for b in range(14)] + [0.0]
+    np.testing.assert_allclose(gaps, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_adafocal_update_rule_by_hand():
+    """γ ← γ exp(λ g) for γ > 0, γ exp(−λ g) otherwise; |γ| < 0.2 flips to ∓0.2; clip [−2, 20]."""
+    loss = make_loss("adafocal", 2, n_bins=4)
+    loss.bin_gammas = [1.0, 0.21, -0.5, 19.0]
+    gaps = np.array([0.1, -0.1, 0.2, 0.5])
+    loss.bin_statistics = lambda x, y: (np.array([0.1, 0.4, 0.6, 0.8, 1.0]), gaps)
+    loss.end_epoch(torch.zeros(3, 2), torch.zeros(3, dtype=torch.long))
+    g1 = 1.0 * math.exp(0.1)
+    g2 = 0.21 * math.exp(-0.1)  # 0.190 < 0.2 → −0.2 (switch to inverse focal)
+    g3 = -0.5 * math.exp(-0.2)  # −0.409: the inverse-focal γ moves towards 0 when over-confident
+    g4 = min(19.0 * math.exp(0.5), 20.0)
+    assert loss.bin_gammas == pytest.approx([g1, -0.2, g3, g4], rel=1e-15)
+    assert loss.bin_edges == [0.1, 0.4, 0.6, 0.8, 1.0]
+    # and the forward uses bins (−∞, 0.4), [0.4, 0.6), [0.6, 0.8), [0.8, ∞) with those γ
+    logits = torch.tensor([[math.log(p / (1 - p)), 0.0] for p in (0.05, 0.5, 0.7, 0.9)], dtype=torch.float64)
+    labels = torch.zeros(4, dtype=torch.long)
+    expected = naive.adafocal_sum(logits.tolist(), labels.tolist(), [0.4, 0.6, 0.8], loss.bin_gammas)
+    assert float(loss(logits, labels)) == pytest.approx(expected, rel=1e-12)
+    # the inverse-focal term by hand: −(1 + p)^0.2 log p at p = 0.5
+    one = float(loss(logits[1:2], labels[1:2]))
+    assert one == pytest.approx(-(1.5**0.2) * math.log(0.5), rel=1e-12)
+
+
+def test_adafocal_sign_switch_back_to_focal():
+    loss = make_loss("adafocal", 2, n_bins=1)
+    loss.bin_gammas = [-0.21]
+    loss.bin_statistics = lambda x, y: (np.array([0.5, 1.0]), np.array([0.1]))  # over-confident
+    loss.end_epoch(torch.zeros(3, 2), torch.zeros(3, dtype=torch.long))
+    assert loss.bin_gammas == [0.2]  # −0.21·e^−0.1 = −0.19 → |γ| < 0.2 → +0.2
+    loss.bin_gammas = [-1.9]
+    loss.bin_statistics = lambda x, y: (np.array([0.5, 1.0]), np.array([-0.5]))  # under-confident
+    loss.end_epoch(torch.zeros(3, 2), torch.zeros(3, dtype=torch.long))
+    assert loss.bin_gammas == [-2.0]  # −1.9·e^0.5 = −3.13 → clipped
+
+
+def test_adafocal_trajectory_follows_the_reference():
+    """30 epochs of updates from varied validation sets (over- and under-confident, through the
+    inverse-focal switch and both clips): our γ per bin and loss track the reference's (float64 vs
+    float32 means of the gaps: ~1e-7)."""
+    ours, theirs = make_loss("adafocal", 10), ref_ada.ReferenceAdaFocal()
+    g = torch.Generator().manual_seed(1)
+    signs = set()
+    for epoch in range(30):
+        n = (150, 1000, 333)[epoch % 3]
+        x, y = validation_set(n, 100 + epoch, (0.5, 1.0, 3.0, 6.0)[epoch % 4], (0.9, 0.6, 0.3)[epoch % 3])
+        ours.end_epoch(x, y)
+        theirs.update_bin_stats(ref_ada.validation_bins(x, y))
+        ref_gammas = [theirs.bin_stats[b]["gamma"] for b in range(15)]
+        np.testing.assert_allclose(ours.bin_gammas, ref_gammas, rtol=1e-5, atol=1e-5)
+        signs.update(np.sign(ref_gammas).tolist())
+        tx = 2 * torch.randn(128, 10, generator=g)
+        ty = torch.randint(0, 10, (128,), generator=g)
+        torch.testing.assert_close(ours(tx, ty), theirs.loss(tx, ty), rtol=1e-5, atol=1e-5)
+    assert signs == {-1.0, 1.0}  # both regimes were exercised
+
+
+def test_adafocal_state_dict_round_trip():
+    a = make_loss("adafocal", 10)
+    a.end_epoch(*validation_set(200, 0, 1.0, 0.9))
+    b = make_loss("adafocal", 10)
+    b.load_state_dict(a.state_dict())
+    assert b.bin_gammas == a.bin_gammas and b.bin_edges == a.bin_edges
+    x, y = batch(n=64, k=10, seed=2)
+    assert torch.equal(a(x, y), b(x, y))
+    c = make_loss("adafocal", 10, n_bins=5)
+    with pytest.raises(InputError, match="saved state has 15 bins, expected 5"):
+        c.load_state_dict(a.state_dict())
+
+
+def test_adafocal_bad_validation_input():
+    loss = make_loss("adafocal", 3)
+    with pytest.raises(InputError, match="validation logits"):
+        loss.end_epoch(torch.zeros(0, 3), torch.zeros(0, dtype=torch.long))
+    with pytest.raises(InputError, match="validation logits"):
+        loss.end_epoch(torch.zeros(4, 3), torch.zeros(5, dtype=torch.long))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_adafocal_bin_of_p_on_the_edges_as_the_reference(dtype):
+    """p exactly on an edge goes to the bin above (lower ≤ p < upper); an edge between two float32
+    values decides as the reference's float64 comparison of the promoted p."""
+    ours, theirs = make_loss("adafocal", 2, n_bins=4), ref_ada.ReferenceAdaFocal(num_bins=4)
+    edges = [0.05, 0.2, 0.5, 0.7, 1.0]
+    ours.bin_edges, ours.bin_gammas = edges, [1.0, 2.0, 3.0, 4.0]
+    ours._updates += 1
+    for b in range(4):
+        theirs.bin_stats[b].update(lower_boundary=edges[b], upper_boundary=edges[b + 1], gamma=float(b + 1))
+    near = []
+    for e in (0.2, 0.5, 0.7):
+        x = np.float32(e) if dtype == torch.float32 else np.float64(e)
+        near += [x, np.nextafter(x, x.dtype.type(0)), np.nextafter(x, x.dtype.type(1))]
+    p = torch.tensor(np.array(near + [0.0, 0.01, 0.999, 1.0]), dtype=dtype)
+    got = ours._gamma(p)
+    assert got.tolist() == theirs.gamma_per_sample(p).to(dtype).tolist()
+    # float32(0.7) = 0.69999998 < 0.7: below the edge, in bin 2
+    seventh = 3.0 if dtype == torch.float32 else 4.0
+    assert got.tolist()[:9] == [2.0, 1.0, 2.0, 3.0, 2.0, 3.0, seventh, 3.0, 4.0]
+
+
+def test_adafocal_end_epoch_takes_numpy_arrays():
+    x, y = validation_set(400, 3, 1.0, 0.7)
+    a, b = make_loss("adafocal", 10), make_loss("adafocal", 10)
+    a.end_epoch(x, y)
+    b.end_epoch(x.numpy(), y.numpy())
+    assert a.bin_gammas == b.bin_gammas and a.bin_edges == b.bin_edges
+    assert a.bin_gammas != [1.0] * 15

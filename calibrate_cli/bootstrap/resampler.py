@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..adaptive_ece import ClassSorted, weighted_ace_gaps
+from ..class_samples import ClassSamples, sort_classes
 from ..binning import assign_bins, torch_linspace_edges, uniform_edges
 from ..devices import NumpyOps, array_ops
 from ..metric_registry import (
@@ -37,7 +37,7 @@ class Resampler:
     block prefix plus a partial block.
     """
 
-    def __init__(self, summary: PredictionSummary, scores_probs: np.ndarray, n_bins: int, wanted=None, ace_probs=None):
+    def __init__(self, summary: PredictionSummary, scores_probs: np.ndarray, n_bins: int, wanted=None, class_probs=None):
         s = summary
         needed = sums_needed(wanted)  # the registry's sums behind the wanted metrics (default: all)
         self.wanted = None if wanted is None else list(wanted)
@@ -48,7 +48,7 @@ class Resampler:
         self.need_dense = bool(needed & DENSE_SUMS)
         self.need_samples = "samples" in needed
         self.classwise = "classwise_gap" in needed and s.classwise is not None
-        self.need_ace = "ace_gap" in needed and s.ace_gap is not None
+        self.need_class_samples = "class_samples" in needed and s.class_sorted is not None
         n = self.n
         self.block = 256 if n <= (1 << 17) else 1024
         self.n_blocks = -(-n // self.block)
@@ -91,10 +91,10 @@ class Resampler:
         if class_totals is not None:  # Σ w ([y = k] − p_k) per class, in sorted order
             groups.append(class_totals)
         self.x_groups = [self._padded_blocks(g) for g in groups]
-        # ACE: each class's probabilities sorted, indexed like the multiplicity rows (confidence order)
-        # (float64 probabilities, as the point estimate, also in compat mode: ``ace_probs``)
-        ace_probs = scores_probs if ace_probs is None else ace_probs
-        self.class_sorted = ClassSorted(ace_probs[o], self.labels_sorted) if self.need_ace else None
+        # ACE, classwise RMS/KS: each class's probabilities sorted, indexed like the multiplicity rows
+        # (confidence order); float64 probabilities as the point estimate, also in compat mode (``class_probs``)
+        class_probs = scores_probs if class_probs is None else class_probs
+        self.class_sorted = sort_classes(class_probs[o], self.labels_sorted) if self.need_class_samples else None
         self.use(NumpyOps())
 
     def _padded_blocks(self, columns) -> np.ndarray:
@@ -250,16 +250,15 @@ class Resampler:
             classwise_gap=gap,
             classwise_classes=classes,
             samples=self._samples(w),
-            ace_gap=self._ace_gap(w),
+            class_samples=self._class_samples(w),
             **dense,
         )
 
-    def _ace_gap(self, w) -> np.ndarray | None:
-        """ACE's per-(class, equal-mass bin) sums of each resample (b, K, M), when wanted."""
+    def _class_samples(self, w) -> ClassSamples | None:
+        """Each class's sorted probabilities with the rows' multiplicities (ACE, classwise RMS/KS), when wanted."""
         if self.class_sorted is None or w is None:
             return None
-        weights = np.asarray(w, dtype=np.float64)[:, : self.n]
-        return weighted_ace_gaps(self.class_sorted, weights, self.m)
+        return ClassSamples(self.class_sorted, np.asarray(w, dtype=np.float64)[:, : self.n])
 
     def _samples(self, w) -> WeightedSamples | None:
         """The sorted samples with the rows' multiplicities (KS, SmoothECE), when wanted."""
@@ -344,9 +343,9 @@ def _scores_probs(predictions, compat) -> np.ndarray:
 def resampler_for(data, n_bins: int, wanted=None) -> Resampler:
     """The engine for :class:`~calibrate_cli.evaluate.SummarizedData` ``data``, computing the metrics
     ``wanted`` (None: all); the classwise probabilities are made only when a wanted metric needs them."""
-    need_probs = bool({"classwise_gap", "ace_gap"} & sums_needed(wanted))
+    need_probs = bool({"classwise_gap", "class_samples"} & sums_needed(wanted))
     compat = data.summary.compat
     probs = _scores_probs(data.predictions, compat) if need_probs else None
-    ace_probs = _scores_probs(data.predictions, None) if compat and "ace_gap" in sums_needed(wanted) else None
-    return Resampler(data.summary, probs, n_bins, wanted, ace_probs=ace_probs)
+    class_probs = _scores_probs(data.predictions, None) if compat and "class_samples" in sums_needed(wanted) else None
+    return Resampler(data.summary, probs, n_bins, wanted, class_probs=class_probs)
 

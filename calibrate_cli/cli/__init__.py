@@ -181,6 +181,7 @@ def cli() -> None:
       calib eval logits.npy labels.npy --bootstrap 1000          # intervals on every metric
       calib compare base.npy labels.npy focal.npy labels.npy     # paired B − A with intervals
       calib plot logits.npy labels.npy -o reliability.png
+      calib report val.npy val_y.npy test.npy test_y.npy -o report.html   # one HTML file to send
       CALIB_THREADS=1 calib eval logits.npy labels.npy
     """
 
@@ -202,7 +203,11 @@ def _register() -> None:
     from .compare import compare_command
     from .eval import eval_command
     from .fit import fit_command
+    from .ood import ood_command
+    from .gamma import gamma_command
     from .plot import plot_command
+    from .table import table_command
+    from .report import report_command
     from .temperature import temperature_command
     from .train import train_command
 
@@ -211,6 +216,10 @@ def _register() -> None:
     cli.add_command(fit_command)
     cli.add_command(plot_command)
     cli.add_command(compare_command)
+    cli.add_command(ood_command)
+    cli.add_command(table_command)
+    cli.add_command(report_command)
+    cli.add_command(gamma_command)
     cli.add_command(train_command)
     for command in (cli, *cli.commands.values()):
         _examples_last(command)

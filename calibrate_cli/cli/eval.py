@@ -178,6 +178,8 @@ def eval_command(
       calib eval probs.npy labels.npy --probs --n-bins 10
       calib eval outputs.npz:logits outputs.npz:labels --format json -o metrics.json
       calib eval preds.csv --label-col label --probs
+      calib eval preds.parquet --scores 'logit_*' --labels label   # also .arrow, .feather
+      calib eval run.safetensors:logits run.safetensors:labels     # also run.h5:/eval/logits, run.zarr:logits
       calib eval logits.npy labels.npy --compat focal-calibration
       calib eval logits.npy labels.npy --fail-above ece=0.02 --fail-below accuracy=0.9
       calib eval test_logits.npy test_labels.npy --temperature 1.5

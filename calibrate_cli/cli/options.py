@@ -110,16 +110,19 @@ def _remember(key: str):
 
 
 def csv_options(func):
-    """--header/--no-header and --score-cols: how CSV inputs are read (kept in ``ctx.meta`` for
-    :func:`load_inputs`, so commands need no extra parameters)."""
+    """--header/--no-header and --scores (alias --score-cols): how CSV and table inputs are read
+    (kept in ``ctx.meta`` for :func:`load_inputs`, so commands need no extra parameters)."""
     func = click.option(
+        "--scores",
         "--score-cols",
+        "score_cols",
         metavar="COLS",
         expose_value=False,
         callback=_remember(_SCORE_COLS_KEY),
-        help="CSV input: the score columns, by name, 0-based index or glob, comma-separated "
-        "(e.g. 'p_*' or 'cat,dog'); other columns (ids, ...) are ignored. Labels that are class "
-        "names map to these columns in order (p_cat or cat ← label cat).",
+        help="CSV, Parquet, Arrow or Feather input: the score columns, by name, 0-based index or glob, "
+        "comma-separated (e.g. 'logit_*' or 'cat,dog'), or one list column holding the K scores per row; "
+        "other columns (ids, ...) are ignored. Labels that are class names map to these columns in order "
+        "(p_cat or cat ← label cat).",
     )(func)
     func = click.option(
         "--header/--no-header",
@@ -136,9 +139,12 @@ def scores_and_labels(func):
     """SCORES [LABELS] arguments, --probs, --label-col and the CSV options."""
     func = csv_options(func)
     func = click.option(
+        "--labels",
         "--label-col",
+        "label_col",
         metavar="NAME",
-        help="CSV input: the labels are this column of SCORES (name or 0-based index); omit LABELS.",
+        help="CSV, Parquet, Arrow or Feather input: the labels are this column of SCORES (name or 0-based "
+        "index); omit LABELS. E.g. calib eval preds.parquet --scores 'logit_*' --labels label.",
     )(func)
     func = probs_option()(func)
     func = click.argument("labels", required=False, metavar="[LABELS]")(func)
@@ -153,34 +159,41 @@ def binning_options(func):
 
 #: report format of ``--output FILE`` when --format is not given (anything else: table)
 SUFFIX_FORMATS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
-def report_format(fmt: str | None, output: str | None) -> str:
+def report_format(fmt: str | None, output: str | None, suffixes: dict[str, str] = SUFFIX_FORMATS) -> str:
     """The report format: ``--format`` when given, else from ``--output``'s suffix (.json → json,
-    .csv → csv, .md/.markdown → markdown, anything else → table), else table."""
+    .csv → csv, .md/.markdown → markdown, and a command's own ``suffixes``; anything else → table),
+    else table."""
     if fmt is not None:
         return fmt
     if output and output != "-":
-        return SUFFIX_FORMATS.get(Path(output).suffix.lower(), "table")
+        return suffixes.get(Path(output).suffix.lower(), "table")
     return "table"
 
 
-def output_options(func=None, *, output_help: str | None = None):
+def output_options(
+    func=None, *, output_help: str | None = None, formats: tuple[str, ...] = FORMATS,
+    suffixes: dict[str, str] = SUFFIX_FORMATS,
+):
     """-f/--format, -o/--output and --force, shared by every command that writes a report.
 
     The command receives the resolved format (:func:`report_format`: a CI job writing
     ``-o metrics.json`` gets JSON without --format) and ``output=None`` for ``-o -`` (stdout).
+    A command with more ``formats`` than :data:`FORMATS` (``calib table``'s latex) passes them, and
+    the ``suffixes`` that select them.
     """
+    shown = ", ".join(s for s in suffixes if s != ".markdown")
 
     def decorate(command):
         @functools.wraps(command)
         def resolved(*args, fmt, output, **kwargs):
-            fmt = report_format(fmt, output)
+            fmt = report_format(fmt, output, suffixes)
             return command(*args, fmt=fmt, output=None if output == "-" else output, **kwargs)
 
         resolved = force_option(resolved)
         resolved = output_option(output_help or "Write the report to FILE instead of stdout ('-': stdout).")(resolved)
         resolved = click.option(
-            "-f", "--format", "fmt", type=click.Choice(FORMATS), default=None,
-            help="Report format [default: from --output's suffix: .json, .csv, .md; else table].",
+            "-f", "--format", "fmt", type=click.Choice(formats), default=None,
+            help=f"Report format [default: from --output's suffix: {shown}; else table].",
         )(resolved)
         return resolved
 
@@ -279,59 +292,72 @@ def _bootstrap_metrics(value: str | None):
     return [normalize_metric_name(name) for name in value.split(",") if name.strip()]
 
 
-def bootstrap_options(default_resamples: int = 0):
-    """--bootstrap B, --ci-level, --ci-method, --seed (docs/bootstrap.md), --device."""
+def bootstrap_options(default_resamples: int = 0, *, metrics_engine: bool = True):
+    """--bootstrap B, --ci-level, --ci-method, --seed (docs/bootstrap.md), and, with ``metrics_engine``
+    (the resampling of the calibration metrics), --device and --bootstrap-metrics."""
 
     def decorate(func):
-        func = click.option(
-            "--bootstrap-metrics",
-            metavar="all|LIST",
-            default=None,
-            callback=lambda ctx, param, value: _bootstrap_metrics(value),
-            help="The metrics that get intervals: 'all', or names (comma-separated). Default: all but "
-            "ks_ce and smooth_ece, whose every resample is a pass over the N samples.",
-        )(func)
-        func = click.option(
-            "--device",
-            type=click.Choice(DEVICES),
-            default=DEFAULT_DEVICE,
-            show_default=True,
-            help="Where the bootstrap runs: cpu (numpy), cuda (torch on the GPU), auto (cuda when torch "
-            "and a GPU are there, else cpu), torch-cpu (the torch code on the CPU). Same draws, same results.",
-        )(func)
-        func = click.option(
-            "--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of the bootstrap resamples."
-        )(func)
-        func = click.option(
-            "--ci-method",
-            type=click.Choice(CI_METHODS),
-            default=DEFAULT_CI_METHOD,
-            show_default=True,
-            help="basic: [2θ̂ − q_hi, 2θ̂ − q_lo] (Kumar et al. 2019; best coverage for the biased binned "
-            "errors, see docs/bootstrap.md); percentile: [q_lo, q_hi]; bca: bias-corrected and accelerated "
-            "percentiles (Efron 1987; +100 metric passes for its jackknife). A warning names every interval "
-            "that excludes its estimate or leaves the metric's range.",
-        )(func)
-        func = click.option(
-            "--ci-level",
-            type=click.FloatRange(0, 1, min_open=True, max_open=True),
-            default=DEFAULT_CI_LEVEL,
-            show_default=True,
-            help="Confidence level of the intervals.",
-        )(func)
-        func = click.option(
-            "--bootstrap",
-            "n_resamples",
-            type=click.IntRange(min=0),
-            default=default_resamples,
-            show_default=True,
-            metavar="B",
-            help="Bootstrap B resamples for confidence intervals of every metric (0: off). At least "
-            "2/(1 − level) (20 at 90%); fewer than ~200 get a warning; 1000 recommended.",
-        )(func)
-        return func
+        if metrics_engine:
+            func = _engine_options(func)
+        return _interval_options(func, default_resamples)
 
     return decorate
+
+
+def _engine_options(func):
+    """--bootstrap-metrics and --device: what the calibration metrics' bootstrap resamples, and where."""
+    func = click.option(
+        "--bootstrap-metrics",
+        metavar="all|LIST",
+        default=None,
+        callback=lambda ctx, param, value: _bootstrap_metrics(value),
+        help="The metrics that get intervals: 'all', or names (comma-separated). Default: all but "
+        "ks_ce and smooth_ece, whose every resample is a pass over the N samples.",
+    )(func)
+    func = click.option(
+        "--device",
+        type=click.Choice(DEVICES),
+        default=DEFAULT_DEVICE,
+        show_default=True,
+        help="Where the bootstrap runs: cpu (numpy), cuda (torch on the GPU), auto (cuda when torch "
+        "and a GPU are there, else cpu), torch-cpu (the torch code on the CPU). Same draws, same results.",
+    )(func)
+    return func
+
+
+def _interval_options(func, default_resamples: int):
+    """--bootstrap B, --ci-level, --ci-method and --seed."""
+    func = click.option(
+        "--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of the bootstrap resamples."
+    )(func)
+    func = click.option(
+        "--ci-method",
+        type=click.Choice(CI_METHODS),
+        default=DEFAULT_CI_METHOD,
+        show_default=True,
+        help="basic: [2θ̂ − q_hi, 2θ̂ − q_lo] (Kumar et al. 2019; best coverage for the biased binned "
+        "errors, see docs/bootstrap.md); percentile: [q_lo, q_hi]; bca: bias-corrected and accelerated "
+        "percentiles (Efron 1987; +100 metric passes for its jackknife). A warning names every interval "
+        "that excludes its estimate or leaves the metric's range.",
+    )(func)
+    func = click.option(
+        "--ci-level",
+        type=click.FloatRange(0, 1, min_open=True, max_open=True),
+        default=DEFAULT_CI_LEVEL,
+        show_default=True,
+        help="Confidence level of the intervals.",
+    )(func)
+    func = click.option(
+        "--bootstrap",
+        "n_resamples",
+        type=click.IntRange(min=0),
+        default=default_resamples,
+        show_default=True,
+        metavar="B",
+        help="Bootstrap B resamples for confidence intervals of every metric (0: off). At least "
+        "2/(1 − level) (20 at 90%); fewer than ~200 get a warning; 1000 recommended.",
+    )(func)
+    return func
 
 
 def check_resamples(n_resamples: int, ci_level: float, device: str) -> None:
@@ -437,7 +463,7 @@ def _with_hint(exc: InputError, score_cols: str | None) -> InputError:
     if isinstance(exc, AmbiguousHeaderError):
         return InputError(f"{exc}; say which with --header or --no-header")
     if isinstance(exc, CsvCellError) and exc.named and score_cols is None:
-        return InputError(f"{exc}; pick the score columns with --score-cols (e.g. --score-cols 'p_*')")
+        return InputError(f"{exc}; pick the score columns with --scores/--score-cols (e.g. --scores 'p_*')")
     return exc
 
 
@@ -481,6 +507,15 @@ def load_pair(pair: tuple, **options) -> tuple:
     return load_shard(pair[0], pair[1], **options)
 
 
+def load_scores_only(scores: str):
+    """Read SCORES alone (no labels: `calib ood`), with the command's CSV options."""
+    header, score_cols = _csv_settings()
+    try:
+        return read_scores(scores, score_cols=score_cols, header=header).scores
+    except InputError as exc:
+        raise _with_hint(exc, score_cols) from None
+
+
 def load_inputs(scores: str, labels: str | None, label_col: str | None):
     """Read SCORES and LABELS (or SCORES' --label-col column), with the command's CSV options.
 
@@ -489,7 +524,7 @@ def load_inputs(scores: str, labels: str | None, label_col: str | None):
     if labels is not None and label_col is not None:
         raise click.UsageError("give either LABELS or --label-col, not both")
     if labels is None and label_col is None:
-        raise click.UsageError("missing LABELS (or --label-col NAME for a CSV with a labels column)")
+        raise click.UsageError("missing LABELS (or --labels NAME for a CSV or table file with a labels column)")
     header, score_cols = _csv_settings()
     try:
         try:

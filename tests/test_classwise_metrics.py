@@ -1,5 +1,6 @@
-"""ACE (Nixon et al. 2019) against a float64 loop written from the definition, hand values, the
-authors' own code (uncertainty_metrics.numpy.ace), resampling and the CLI."""
+"""The opt-in classwise metrics (ACE of Nixon et al. 2019, classwise RMS-CE and KS-CE) against float64
+loops written from the definitions, hand values, the authors' own code (uncertainty_metrics.numpy.ace,
+uncertainty-calibration's marginal ℓ2 error), resampling and the CLI."""
 
 import json
 
@@ -9,9 +10,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calibrate_cli import evaluate
-from calibrate_cli.adaptive_ece import ClassSorted, ace_gap_sums, weighted_ace_gaps
+from calibrate_cli.binning import uniform_edges
 from calibrate_cli.bootstrap import bootstrap_values
-from calibrate_cli.metrics import ace
+from calibrate_cli.class_samples import ClassSamples, ace_gaps, sort_classes
+from calibrate_cli.metrics import ace, classwise_ks_ce, classwise_rms_ce
+
+CLASSWISE = ("ace", "classwise_rms_ce", "classwise_ks_ce")
+
+
+def ace_gap_sums(p, y, n_bins):
+    """ACE's (K, R) per-bin sums of the data themselves (unit multiplicities)."""
+    return ace_gaps(ClassSamples(sort_classes(p, y), np.ones((1, len(y)))), n_bins)[0]
 
 
 def loop_ace(probs, labels, n_bins):
@@ -34,6 +43,36 @@ def loop_ace(probs, labels, n_bins):
             b = sum(1 for e in edges if e <= p)
             sums[b] += (1.0 if labels[i] == c else 0.0) - p
         total += sum(abs(s) for s in sums) / n
+    return total / k
+
+
+def loop_classwise_rms(probs, labels, n_bins):
+    """√((1/K) Σ_k Σ_b |B_kb|/N (acc − conf)²): bins (b/M, (b+1)/M], 0 in the first, one value at a time."""
+    edges = [b / n_bins for b in range(n_bins + 1)]
+    n, k = len(probs), len(probs[0])
+    total = 0.0
+    for c in range(k):
+        count, hits, mass = [0] * n_bins, [0.0] * n_bins, [0.0] * n_bins
+        for i in range(n):
+            p = float(probs[i][c])
+            b = next(j for j in range(n_bins) if p <= edges[j + 1]) if p > 0 else 0
+            count[b] += 1
+            hits[b] += 1.0 if labels[i] == c else 0.0
+            mass[b] += p
+        total += sum((hits[b] - mass[b]) ** 2 / count[b] for b in range(n_bins) if count[b]) / n
+    return (total / k) ** 0.5
+
+
+def loop_classwise_ks(probs, labels):
+    """(1/K) Σ_k max_t |(1/N) Σ_{p_k ≤ t} (p_k − [y = k])|, t over every value."""
+    n, k = len(probs), len(probs[0])
+    total = 0.0
+    for c in range(k):
+        best = 0.0
+        for t in {float(row[c]) for row in probs}:
+            s = sum(float(probs[i][c]) - (labels[i] == c) for i in range(n) if float(probs[i][c]) <= t)
+            best = max(best, abs(s) / n)
+        total += best
     return total / k
 
 
@@ -102,7 +141,7 @@ def test_weighted_resamples_equal_resampled_arrays():
     y = rng.integers(0, k, n)
     idx = rng.integers(0, n, size=(5, n))
     weights = np.stack([np.bincount(row, minlength=n) for row in idx]).astype(np.float64)
-    got = weighted_ace_gaps(ClassSorted(p, y), weights, 15)
+    got = ace_gaps(ClassSamples(sort_classes(p, y), weights), 15)
     for row, resample in zip(got, idx):
         np.testing.assert_allclose(row, ace_gap_sums(p[resample], y[resample], 15), atol=1e-13)
 
@@ -112,31 +151,70 @@ def test_bootstrap_values_are_the_ace_of_each_resample():
     logits = rng.normal(size=(80, 5)) * 2
     y = rng.integers(0, 5, 80)
     idx = rng.integers(0, 80, size=(12, 80))
-    point, values = bootstrap_values(logits, y, indices=idx, metrics=["ace", "ece"])
-    assert point["ace"] == pytest.approx(ace(logits, y), abs=1e-15)
-    expected = [ace(logits[r], y[r]) for r in idx]
-    np.testing.assert_allclose(values["ace"], expected, atol=1e-13)
+    point, values = bootstrap_values(logits, y, indices=idx, metrics=[*CLASSWISE, "ece"])
+    for name, fn in zip(CLASSWISE, (ace, classwise_rms_ce, classwise_ks_ce)):
+        assert point[name] == pytest.approx(fn(logits, y), abs=1e-15)
+        np.testing.assert_allclose(values[name], [fn(logits[r], y[r]) for r in idx], atol=1e-13)
+
+
+@pytest.mark.parametrize("n,k,n_bins,ties", [(1, 2, 15, False), (37, 4, 15, True), (300, 3, 10, False),
+                                             (64, 5, 7, True)])
+def test_classwise_rms_and_ks_equal_the_loops(n, k, n_bins, ties):
+    rng = np.random.default_rng(n * 7 + k)
+    p = _probs(rng, n, k, ties)
+    if ties:  # values on the bin edges b/M themselves
+        p[: n // 2] = np.round(p[: n // 2] * n_bins) / n_bins
+        p /= p.sum(axis=1, keepdims=True)
+    y = rng.integers(0, k, n)
+    assert classwise_rms_ce(p, y, n_bins=n_bins, input_kind="probs") == pytest.approx(loop_classwise_rms(p, y, n_bins), abs=1e-13)
+    assert classwise_ks_ce(p, y, input_kind="probs") == pytest.approx(loop_classwise_ks(p, y), abs=1e-13)
+
+
+def test_classwise_rms_equals_uncertainty_calibration_marginal_l2():
+    """Kumar et al.'s own plug-in ℓ2 estimator per class on calib's equal-width bins, averaged as their
+    ``get_binning_ce(mode="marginal", p=2, debias=False)`` averages."""
+    utils = pytest.importorskip("calibration.utils")
+    rng = np.random.default_rng(12)
+    for n, k in [(400, 4), (60, 2), (2000, 10)]:
+        p = rng.dirichlet(np.ones(k) * 0.5, size=n)
+        y = rng.integers(0, k, n)
+        per_class = [utils.plugin_ce(utils.bin(list(zip(p[:, c], (y == c).astype(float))), list(uniform_edges(15)[1:])), power=2) ** 2
+                     for c in range(k)]
+        assert classwise_rms_ce(p, y, input_kind="probs") == pytest.approx(np.mean(per_class) ** 0.5, abs=1e-12)
+
+
+def test_the_classwise_variants_differ_from_the_top_label_ones():
+    rng = np.random.default_rng(4)
+    logits, y = rng.normal(size=(300, 4)) * 2, rng.integers(0, 4, 300)
+    m = evaluate(logits, y, metrics="all").metrics
+    assert m["classwise_rms_ce"] != pytest.approx(m["rms_ce"], rel=1e-3)
+    assert m["classwise_ks_ce"] != pytest.approx(m["ks_ce"], rel=1e-3)
 
 
 def test_evaluate_reports_ace_only_when_asked():
     rng = np.random.default_rng(2)
     logits, y = rng.normal(size=(50, 3)), rng.integers(0, 3, 50)
-    assert "ace" not in evaluate(logits, y).metrics
+    assert not set(CLASSWISE) & set(evaluate(logits, y).metrics)
     report = evaluate(logits, y, metrics=["ace"])
+    # the three share one sort of each class: asking for one reports them all
+    assert set(CLASSWISE) <= set(report.metrics)
     assert report.metrics["ace"] == pytest.approx(ace(logits, y), abs=1e-15)
     assert evaluate(logits, y, metrics="all").metrics["ace"] == report.metrics["ace"]
 
 
 @settings(max_examples=40, deadline=None)
 @given(st.integers(1, 40), st.integers(2, 5), st.integers(1, 20), st.integers(0, 2**32 - 1))
-def test_ace_is_a_fraction_and_ignores_sample_order(n, k, n_bins, seed):
+def test_classwise_metrics_are_fractions_and_ignore_sample_order(n, k, n_bins, seed):
     rng = np.random.default_rng(seed)
     p = _probs(rng, n, k, ties=bool(seed % 2))
     y = rng.integers(0, k, n)
-    value = ace(p, y, n_bins=n_bins, input_kind="probs")
-    assert 0.0 <= value <= 1.0
     perm = rng.permutation(n)
-    assert ace(p[perm], y[perm], n_bins=n_bins, input_kind="probs") == pytest.approx(value, abs=1e-14)
+    for fn in (ace, classwise_rms_ce):
+        value = fn(p, y, n_bins=n_bins, input_kind="probs")
+        assert 0.0 <= value <= 1.0
+        assert fn(p[perm], y[perm], n_bins=n_bins, input_kind="probs") == pytest.approx(value, abs=1e-14)
+    value = classwise_ks_ce(p, y, input_kind="probs")
+    assert 0.0 <= value <= 1.0 and classwise_ks_ce(p[perm], y[perm], input_kind="probs") == pytest.approx(value, abs=1e-14)
 
 
 # ------------------------------------------------------------------------------------------ CLI

@@ -1,0 +1,256 @@
+"""safetensors, HDF5 and Zarr: one numeric array per source, addressed by key, read block by block.
+
+- ``file.safetensors:key`` (safetensors, extra ``[safetensors]``; numpy API, no torch needed).
+  BF16 tensors are widened to float32 exactly (numpy has no bfloat16), remembering their precision.
+- ``file.h5:/group/dataset`` (h5py, extra ``[hdf5]``; ``.h5``, ``.hdf5``).
+- ``store.zarr:array`` or ``store.zarr:group/array`` (zarr, extra ``[zarr]``; a directory store).
+
+The key may be left out when the file holds one array. Only numbers are read (float, integer, bool):
+object, string, compound and reference dtypes are refused before any data is decoded (a Zarr array
+with a pickle codec never reaches its codec), and so is complex data. Data is copied into the result
+in blocks of rows (:data:`~calibrate_cli.formats.BLOCK_BYTES`), so the library never materialises a
+second full copy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..errors import InputError
+from . import one_line, require, rows_per_block
+
+__all__ = ["load_safetensors", "load_hdf5", "load_zarr", "check_numeric_dtype"]
+
+
+def check_numeric_dtype(dtype: np.dtype, label: str, what: str) -> None:
+    """Refuse anything but real numbers (and bool) in ``what`` (e.g. "array 'logits'")."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "fiub":
+        return
+    if dtype.kind == "O" or dtype.hasobject:
+        raise InputError(f"{label}: {what} holds Python objects, which calib never loads (it reads numbers only)")
+    if dtype.kind == "c":
+        raise InputError(f"{label}: {what} holds complex numbers ({dtype}); scores must be real")
+    if dtype.kind in "SUT":
+        raise InputError(f"{label}: {what} holds text ({dtype}), not numbers")
+    if dtype.kind == "V":
+        raise InputError(f"{label}: {what} holds records or raw bytes ({dtype}), not numbers")
+    raise InputError(f"{label}: {what} has dtype {dtype}, not numbers")
+
+
+def copy_rows(read: Callable[[int, int], np.ndarray], shape: tuple, dtype: np.dtype, label: str) -> np.ndarray:
+    """The array of ``shape``/``dtype`` filled by ``read(start, stop)`` (rows) block by block."""
+    shape = tuple(int(s) for s in shape)
+    out = np.empty(shape, dtype=dtype)
+    if not shape:
+        out[()] = read(0, 1)
+        return out
+    n = shape[0]
+    step = rows_per_block(math.prod(shape[1:]) * out.dtype.itemsize)
+    for start in range(0, n, step):
+        stop = min(n, start + step)
+        block = np.asarray(read(start, stop))
+        if block.shape != (stop - start,) + shape[1:]:
+            raise InputError(f"{label}: rows {start}..{stop - 1} read with shape {block.shape}: corrupt file")
+        out[start:stop] = block
+    return out
+
+
+def _names(keys, limit: int = 12) -> str:
+    keys = list(keys)
+    if not keys:
+        return "none"
+    shown = ", ".join(keys[:limit])
+    return shown + (f", … ({len(keys) - limit} more)" if len(keys) > limit else "")
+
+
+def pick_key(keys: list[str], key: str | None, label: str, path: Path, what: str = "arrays") -> str:
+    if key is None:
+        if len(keys) == 1:
+            return keys[0]
+        if not keys:
+            raise InputError(f"{label}: holds no {what}")
+        raise InputError(f"{label}: holds several {what} ({_names(keys)}); name one as {path}:KEY")
+    if key == "":
+        raise InputError(f"{label}: no key after ':' (found: {_names(keys)}); name one as {path}:KEY")
+    if key not in keys:
+        raise InputError(f"{label}: no array named {key!r} (found: {_names(keys)})")
+    return key
+
+
+# ------------------------------------------------------------------------------------ safetensors
+_ST_DTYPES = {
+    "F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
+    "I16": np.int16, "I8": np.int8, "U64": np.uint64, "U32": np.uint32, "U16": np.uint16, "U8": np.uint8,
+    "BOOL": np.bool_,
+}
+
+
+def _safetensors_header(path: Path, label: str) -> tuple[dict, int]:
+    """The JSON header of a safetensors file and where its data starts (checked by the library too)."""
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise InputError(f"{label}: not a safetensors file (shorter than its 8-byte header length)")
+        (size,) = struct.unpack("<Q", head)
+        if size > os.path.getsize(path) - 8 or size > 100 << 20:
+            raise InputError(f"{label}: not a safetensors file (header length {size} beyond the file): truncated or corrupt")
+        try:
+            header = json.loads(f.read(size).decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise InputError(f"{label}: not a safetensors file (bad header: {one_line(exc)})") from None
+    if not isinstance(header, dict):
+        raise InputError(f"{label}: not a safetensors file (the header is not a JSON object)")
+    return header, 8 + size
+
+
+def load_safetensors(path: Path, key: str | None, label: str) -> np.ndarray:
+    """One tensor of a ``.safetensors`` file (numpy API; BF16 widened to float32 exactly)."""
+    safetensors = require("safetensors", label, ".safetensors files", "safetensors")
+    header, data_start = _safetensors_header(path, label)
+    keys = [k for k in header if k != "__metadata__"]
+    name = pick_key(keys, key, label, path, "tensors")
+    entry = header[name]
+    if not isinstance(entry, dict) or not isinstance(entry.get("dtype"), str):
+        raise InputError(f"{label}: tensor {name!r}: bad header entry")
+    code = entry["dtype"]
+    shape = tuple(entry.get("shape") or ())
+    if code == "BF16":
+        return _bf16(path, entry, data_start, shape, label, name)
+    if code not in _ST_DTYPES:
+        raise InputError(f"{label}: tensor {name!r} has dtype {code}, which calib does not read; save float32")
+    try:
+        with safetensors.safe_open(os.fspath(path), framework="numpy") as f:
+            view = f.get_slice(name)
+            return copy_rows(lambda a, b: view[a:b] if shape else f.get_tensor(name), shape, np.dtype(_ST_DTYPES[code]), label)
+    except InputError:
+        raise
+    except MemoryError:
+        raise
+    except Exception as exc:  # SafetensorError: truncated, overlapping or inconsistent offsets, ...
+        raise InputError(f"{label}: not a valid safetensors file ({one_line(exc)})") from None
+
+
+def _bf16(path: Path, entry: dict, data_start: int, shape: tuple, label: str, name: str) -> np.ndarray:
+    from ..predictions import with_stored_precision
+
+    try:
+        begin, end = (int(v) for v in entry["data_offsets"])
+    except (KeyError, TypeError, ValueError):
+        raise InputError(f"{label}: tensor {name!r}: bad data offsets in the header") from None
+    count = math.prod(shape)
+    if end - begin != 2 * count or begin < 0 or data_start + end > os.path.getsize(path):
+        raise InputError(f"{label}: tensor {name!r}: its data does not fit the file: truncated or corrupt")
+    raw = np.memmap(path, dtype="<u2", mode="r", offset=data_start + begin, shape=(count,)) if count else np.empty(0, "<u2")
+    out = np.empty(count, dtype=np.float32)
+    step = rows_per_block(4) if count else 1
+    for start in range(0, count, step):  # bfloat16 is the high half of a float32: exact
+        out[start:start + step] = (raw[start:start + step].astype(np.uint32) << 16).view(np.float32)
+    return with_stored_precision(out.reshape(shape), eps=2.0 ** -7)
+
+
+# ----------------------------------------------------------------------------------------- HDF5
+def load_hdf5(path: Path, key: str | None, label: str) -> np.ndarray:
+    """One dataset of an HDF5 file (``file.h5:/group/dataset``), read in blocks of rows."""
+    h5py = require("h5py", label, "HDF5 files", "hdf5")
+    try:
+        f = h5py.File(path, "r")
+    except Exception as exc:
+        raise InputError(f"{label}: not a readable HDF5 file ({one_line(exc)})") from None
+    try:
+        with f:
+            datasets: list[str] = []
+            f.visititems(lambda name, obj: datasets.append("/" + name) if isinstance(obj, h5py.Dataset) else None)
+            if key is not None and key and not key.startswith("/"):
+                key = "/" + key
+            if key is not None and key in f and not isinstance(f[key], h5py.Dataset):
+                raise InputError(f"{label}: {key!r} is a group, not a dataset (datasets: {_names(datasets)})")
+            name = pick_key(datasets, key, label, path, "datasets")
+            ds = f[name]
+            what = f"dataset {name!r}"
+            if h5py.check_string_dtype(ds.dtype) is not None:
+                raise InputError(f"{label}: {what} holds text, not numbers")
+            if h5py.check_vlen_dtype(ds.dtype) is not None:
+                raise InputError(f"{label}: {what} holds variable-length (ragged) rows, not a rectangular array of numbers")
+            check_numeric_dtype(ds.dtype, label, what)
+            if ds.shape is None:
+                raise InputError(f"{label}: {what} is empty (no dataspace)")
+            shape = ds.shape
+            return copy_rows(lambda a, b: ds[a:b] if shape else ds[()], shape, ds.dtype, label)
+    except InputError:
+        raise
+    except MemoryError:
+        raise
+    except Exception as exc:  # OSError from a truncated file or a corrupt chunk, ...
+        raise InputError(f"{label}: truncated or corrupt HDF5 file ({one_line(exc)})") from None
+
+
+# ----------------------------------------------------------------------------------------- Zarr
+def _codec_names(meta) -> list[str]:
+    """Every codec id/name in an array's metadata (v2 compressor/filters, v3 codecs), nested."""
+    found: list[str] = []
+
+    def walk(obj):
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                if k in ("id", "name") and isinstance(v, str):
+                    found.append(v.lower())
+                walk(v)
+        elif isinstance(obj, (list, tuple)):
+            for v in obj:
+                walk(v)
+
+    walk(meta)
+    return found
+
+
+def _zarr_arrays(group, prefix: str = "") -> list[str]:
+    names = []
+    for name, node in group.members():
+        full = f"{prefix}{name}"
+        if hasattr(node, "members"):
+            names += _zarr_arrays(node, full + "/")
+        else:
+            names.append(full)
+    return sorted(names)
+
+
+def load_zarr(path: Path, key: str | None, label: str) -> np.ndarray:
+    """One array of a Zarr directory store (``store.zarr:array``), read in blocks of rows."""
+    zarr = require("zarr", label, "Zarr stores", "zarr")
+    try:
+        node = zarr.open(store=os.fspath(path), mode="r")
+    except Exception as exc:
+        raise InputError(f"{label}: not a readable Zarr store ({one_line(exc)})") from None
+    try:
+        if hasattr(node, "members"):  # a group
+            names = _zarr_arrays(node)
+            name = pick_key(names, key.strip("/") if key else key, label, path)
+            array = node[name]
+        else:
+            if key is not None:
+                raise InputError(f"{label}: holds a single array, not a group; drop ':{key}'")
+            array, name = node, ""
+        what = f"array {name!r}" if name else "the array"
+        try:
+            meta = array.metadata.to_dict()
+        except Exception:  # pragma: no cover - older zarr
+            meta = {}
+        if any("pickle" in codec for codec in _codec_names(meta)):
+            raise InputError(f"{label}: {what} uses a pickle codec, which calib never runs (it would unpickle)")
+        check_numeric_dtype(array.dtype, label, what)
+        shape = tuple(array.shape)
+        return copy_rows(lambda a, b: array[a:b] if shape else array[()], shape, np.dtype(array.dtype), label)
+    except InputError:
+        raise
+    except MemoryError:
+        raise
+    except Exception as exc:
+        raise InputError(f"{label}: truncated or corrupt Zarr store ({one_line(exc)})") from None
