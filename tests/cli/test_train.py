@@ -40,6 +40,9 @@ def test_digits_demo_trains_and_is_read_by_eval_and_temperature(runner, train_en
     assert t.exit_code == 0, t.stderr
     # the summary's temperature is calib temperature's (the paper's grid by ECE on the validation set)
     assert json.loads(t.stdout)["temperature"] == json.loads((out / "summary.json").read_text())["temperature"]
+    table = run(runner, "table", out, "--format", "csv")  # a run folder is one model of calib table
+    assert table.exit_code == 0, table.stderr
+    assert out.name in table.stdout
 
 
 @pytest.mark.parametrize("loss", ["flsd53", "adafocal"])
