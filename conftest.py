@@ -1,8 +1,9 @@
 """Doctests of the package run with the tests (``--doctest-modules`` in pyproject.toml).
 
-torch is optional: without it, the modules that import it at the top (the training losses and the
-tests' transcriptions of the reference losses) are left out of the doctest collection, so
-``pytest`` passes on a core-only install (their tests skip through ``pytest.importorskip``)."""
+torch is optional: without it, the modules that import it at the top (the training losses, the
+training room calibrate_cli/training/ and the tests' transcriptions of the reference losses) are left
+out of the doctest collection, so ``pytest`` passes on a core-only install (their tests skip through
+``pytest.importorskip``)."""
 
 import importlib.util
 
@@ -15,3 +16,5 @@ def _has(module: str) -> bool:
 
 
 collect_ignore = [] if _has("torch") else ["calibrate_cli/losses.py", "tests/reference_losses"]
+#: the training room imports torch at module level: without torch its modules are not collected
+collect_ignore_glob = [] if _has("torch") else ["calibrate_cli/training/*.py"]

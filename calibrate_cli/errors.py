@@ -19,6 +19,7 @@ REMEDIES = {
     "grid-format": "e.g. 0.1:10:0.1",
     "widen-grid": "widen the grid (START:STOP:STEP)",
     "logits": "give logits (input_kind='logits')",
+    "resume-or-force": "resume the run, or start it again with force",
 }
 
 

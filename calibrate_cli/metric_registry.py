@@ -395,6 +395,8 @@ METRIC_DEFINITIONS: dict[str, str] = {spec.name: spec.definition for spec in MET
 #: the columns of the paper's results table (Mukhoti et al. 2020, Table 1), and of tables that compare
 #: many models or calibrators unless other metrics are asked for
 PAPER_COLUMNS: tuple[str, ...] = ("error", "ece", "adaece", "classwise_ece", "nll", "brier")
+#: the validation metrics ``calib train`` records after every epoch (history.csv: val_error, val_ece, val_nll)
+TRAIN_HISTORY: tuple[str, ...] = ("error", "ece", "nll")
 #: the metrics a bootstrap resamples unless others are named: all but those computed from the sorted
 #: samples themselves (KS-CE, SmoothECE), whose every resample costs a pass over N samples (at N = 10^5,
 #: ~2 s more per 1000 resamples each); name them (``metrics=[...]``, ``--bootstrap-metrics``) to get them

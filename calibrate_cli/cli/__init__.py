@@ -209,6 +209,7 @@ def _register() -> None:
     from .table import table_command
     from .report import report_command
     from .temperature import temperature_command
+    from .train import train_command
 
     cli.add_command(eval_command)
     cli.add_command(temperature_command)
@@ -219,6 +220,7 @@ def _register() -> None:
     cli.add_command(table_command)
     cli.add_command(report_command)
     cli.add_command(gamma_command)
+    cli.add_command(train_command)
     for command in (cli, *cli.commands.values()):
         _examples_last(command)
 

@@ -20,6 +20,7 @@ CLI_REMEDIES = {
     "grid-format": "e.g. --grid 0.1:10:0.1",
     "widen-grid": "widen --grid START:STOP:STEP",
     "logits": "drop --probs",
+    "resume-or-force": "add --resume to continue it, or --force to start again",
 }
 
 

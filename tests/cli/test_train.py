@@ -1,0 +1,134 @@
+"""``calib train``: the digits demo end to end (read back by calib eval and calib temperature),
+resume through the command, one-line errors with exit 2, and torch kept out of the other commands."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from calibrate_cli.cli import cli
+
+
+def run(runner, *args):
+    return runner.invoke(cli, [str(a) for a in args])
+
+
+@pytest.fixture
+def train_env(monkeypatch):
+    """torch and scikit-learn present; one torch thread (a busy 2-core CI machine)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("sklearn")
+    monkeypatch.setenv("CALIB_THREADS", "1")
+
+
+def test_digits_demo_trains_and_is_read_by_eval_and_temperature(runner, train_env, tmp_path):
+    out = tmp_path / "D"
+    result = run(runner, "train", "--loss", "ce", "--data", "digits", "--epochs", "5", "--device", "cpu", "--out", out)
+    assert result.exit_code == 0, result.stderr
+    assert "epoch 5/5" in result.stderr and "Post T" in result.stdout
+    logits, labels = np.load(out / "test_logits.npy"), np.load(out / "test_labels.npy")
+    accuracy = float(np.mean(logits.argmax(axis=1) == labels))  # numpy, not calib
+    assert accuracy > 0.8 and len(labels) == 449
+    assert len((out / "history.csv").read_text().splitlines()) == 6
+    ev = run(runner, "eval", out / "test_logits.npy", out / "test_labels.npy", "--format", "json")
+    assert ev.exit_code == 0, ev.stderr
+    assert json.loads(ev.stdout)["metrics"]["accuracy"] == pytest.approx(accuracy)
+    t = run(runner, "temperature", out / "val_logits.npy", out / "val_labels.npy",
+            "--test", out / "test_logits.npy", out / "test_labels.npy", "--format", "json")
+    assert t.exit_code == 0, t.stderr
+    # the summary's temperature is calib temperature's (the paper's grid by ECE on the validation set)
+    assert json.loads(t.stdout)["temperature"] == json.loads((out / "summary.json").read_text())["temperature"]
+    table = run(runner, "table", out, "--format", "csv")  # a run folder is one model of calib table
+    assert table.exit_code == 0, table.stderr
+    assert out.name in table.stdout
+
+
+@pytest.mark.parametrize("loss", ["flsd53", "adafocal"])
+def test_digits_demo_with_the_papers_losses(runner, train_env, tmp_path, loss):
+    out = tmp_path / loss
+    result = run(runner, "train", "--loss", loss, "--data", "digits", "--epochs", "5", "--device", "cpu", "--out", out)
+    assert result.exit_code == 0, result.stderr
+    logits, labels = np.load(out / "test_logits.npy"), np.load(out / "test_labels.npy")
+    assert float(np.mean(logits.argmax(axis=1) == labels)) > 0.8
+    assert run(runner, "eval", out / "test_logits.npy", out / "test_labels.npy").exit_code == 0
+
+
+def test_loss_parameters_reach_the_loss(runner, train_env, tmp_path):
+    result = run(runner, "train", "--loss", "ce", "--gamma", "2", "--data", "digits", "--out", tmp_path / "o")
+    assert result.exit_code == 2 and "takes no parameters; got gamma" in result.stderr
+
+
+def test_resume_through_the_command(runner, train_env, tmp_path):
+    out = tmp_path / "R"
+    first = run(runner, "train", "--loss", "ce", "--data", "digits", "--recipe", "fast", "--epochs", "2", "--out", out)
+    assert first.exit_code == 0, first.stderr
+    again = run(runner, "train", "--loss", "ce", "--data", "digits", "--epochs", "2", "--recipe", "fast", "--out", out)
+    assert again.exit_code == 2
+    assert again.stderr.strip().count("\n") == 0
+    assert "not empty" in again.stderr and "--resume" in again.stderr and "--force" in again.stderr
+    resumed = run(runner, "train", "--out", out, "--resume")  # the settings come from the run folder
+    assert resumed.exit_code == 0, resumed.stderr
+    assert "epoch" not in resumed.stderr  # nothing left to train: the outputs are written again
+    other = run(runner, "train", "--out", out, "--resume", "--epochs", "9")
+    assert other.exit_code == 2 and "started with epochs 2, not 9" in other.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--loss", "ce", "--data", "mnist"], "unknown data source 'mnist'"),
+    (["--loss", "ce", "--data", "imagefolder:{tmp}/nowhere"], "nowhere: no such folder"),
+    (["--loss", "ce", "--data", "digits", "--model", "resnet9"], "unknown model 'resnet9'"),
+    (["--loss", "ce", "--data", "digits", "--amp", "--device", "cpu"], "needs a CUDA device"),
+    (["--data", "digits"], "give --loss"),
+    (["--loss", "ce", "--data", "digits", "--val-size", "2.5"], "--val-size"),
+    (["--loss", "ce", "--data", "digits", "--epochs", "0"], "--epochs"),
+])
+def test_bad_options_are_one_line_exit_2(runner, train_env, tmp_path, args, message):
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    result = run(runner, "train", *args, "--out", tmp_path / "o")
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_broken_image_folder_names_the_file(runner, train_env, tmp_path):
+    from PIL import Image
+
+    for split in ("train", "test"):
+        for c in ("a", "b"):
+            (tmp_path / "d" / split / c).mkdir(parents=True)
+            Image.fromarray(np.zeros((4, 4, 3), dtype=np.uint8)).save(tmp_path / "d" / split / c / "0.png")
+    (tmp_path / "d" / "train" / "b" / "1.jpg").write_bytes(b"\xff\xd8 truncated")
+    result = run(runner, "train", "--loss", "ce", "--data", f"imagefolder:{tmp_path / 'd'}", "--out", tmp_path / "o")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: ") and result.stderr.strip().count("\n") == 0
+    assert "1.jpg: not an image" in result.stderr
+
+
+def test_without_torch_one_line_with_the_install_command(runner, monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch → ImportError
+    result = run(runner, "train", "--loss", "ce", "--data", "digits", "--out", tmp_path / "o")
+    assert result.exit_code == 2
+    assert "pip install torch==2.13.0" in result.stderr and result.stderr.strip().count("\n") == 0
+
+
+def test_model_names_of_the_shell_are_the_rooms():
+    pytest.importorskip("torch")
+    from calibrate_cli.cli import train as shell
+    from calibrate_cli.training import MODEL_NAMES, RECIPES
+
+    assert shell.MODEL_NAMES == MODEL_NAMES and shell.RECIPES == RECIPES
+
+
+def test_eval_never_imports_the_training_room(tmp_path):
+    np.save(tmp_path / "s.npy", np.eye(3))
+    np.save(tmp_path / "y.npy", np.arange(3))
+    code = (
+        "import sys; from calibrate_cli.cli import cli\n"
+        f"try: cli(['eval', {str(tmp_path / 's.npy')!r}, {str(tmp_path / 'y.npy')!r}])\n"
+        "except SystemExit: pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('calibrate_cli.training') or m == 'torch'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
