@@ -35,8 +35,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import entr
-from scipy.stats import rankdata
 
 from .errors import InputError
 from .predictions import InputKind, as_predictions
@@ -62,6 +60,8 @@ def softmax_entropy(probs: np.ndarray) -> np.ndarray:
     >>> softmax_entropy(np.array([[0.5, 0.5], [1.0, 0.0]]))  # log 2, and a sure prediction
     array([0.69314718, 0.        ])
     """
+    from scipy.special import entr  # imported here: scipy.special/stats cost ~0.5 s at every `calib` start
+
     return entr(np.asarray(probs, dtype=np.float64)).sum(axis=1)
 
 
@@ -80,6 +80,8 @@ def auroc(in_scores, out_scores) -> float:
         raise InputError("the AUROC needs at least one sample in each set")
     if np.isnan(a).any() or np.isnan(b).any():
         raise InputError("the AUROC's scores contain NaN")
+    from scipy.stats import rankdata
+
     ranks = rankdata(np.concatenate([a, b]))  # average ranks: multiples of ½, sums exact in float64
     u = float(ranks[a.size:].sum()) - b.size * (b.size + 1) / 2.0
     return u / (float(a.size) * float(b.size))
