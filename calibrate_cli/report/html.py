@@ -80,9 +80,9 @@ def _better(name: str, before, after) -> str:
 def _metrics_table(report: CalibrationReport) -> str:
     before, after = report.before, report.after
     intervals = bool(before.intervals)
-    names = [
+    names = [  # the metrics computed (opt-in ones only when asked for), top-5 only when defined
         spec.name for spec in METRICS
-        if spec.shown_when_undefined or before.metrics.get(spec.name) is not None
+        if spec.name in before.metrics and (spec.shown_when_undefined or before.metrics[spec.name] is not None)
     ]
     head = ["<th>metric</th>", "<th>Pre T</th>"]
     if intervals:

@@ -67,6 +67,9 @@ def test_report_numbers_are_those_of_evaluate_on_the_same_arrays(sample_report):
         for k, value in enumerate(report.classwise_ece_per_class):
             assert page.per_class[(when, k)] == value
     assert checked == 2 * len(before.metrics)
+    # no row for a metric that was not computed (the opt-in classwise ones): no "—" rows
+    assert {name for _, name in page.metrics} <= set(before.metrics)
+    assert "Classwise RMS-CE" not in page.text
     # the intervals: the same resamples as `calib eval --bootstrap`
     lows = {(m, lo, hi) for m, lo, hi in page.intervals}
     for report in (before, after):
