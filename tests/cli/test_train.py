@@ -132,3 +132,43 @@ def test_eval_never_imports_the_training_room(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_a_real_sigkill_mid_run_resumes_to_a_complete_run_folder(train_env, tmp_path):
+    """The installed command, killed with SIGKILL (no cleanup, no exception) while it trains, then
+    `--resume`: the atomically written checkpoint is whole, the run finishes, every epoch is in the
+    history exactly once, and no temporary is left behind."""
+    import os
+    import shutil
+    import signal
+    import time
+
+    calib = shutil.which("calib")
+    if calib is None:
+        pytest.skip("the calib command is not installed")
+    out, epochs = tmp_path / "K", 60
+    env = {**os.environ, "CALIB_THREADS": "1"}
+    args = [calib, "train", "--loss", "ce", "--data", "digits", "--device", "cpu", "--epochs", str(epochs),
+            "--out", str(out)]
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    history = out / "history.csv"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if history.exists() and len(history.read_text().splitlines()) > 3:  # ≥ 3 epochs checkpointed
+            break
+        time.sleep(0.005)
+    assert proc.poll() is None, "the run ended before it could be killed (make it longer)"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (out / "summary.json").exists()  # it really stopped before the end
+    done_before = len(history.read_text().splitlines()) - 1
+    assert 3 <= done_before < epochs
+    resumed = subprocess.run([calib, "train", "--out", str(out), "--resume"], env=env, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    rows = history.read_text().splitlines()[1:]
+    assert [int(r.split(",")[0]) for r in rows] == list(range(1, epochs + 1))
+    assert json.loads((out / "summary.json").read_text())
+    assert sorted(p.name for p in out.iterdir()) == sorted([
+        "checkpoint.pt", "config.json", "history.csv", "summary.json",
+        "test_labels.npy", "test_logits.npy", "val_labels.npy", "val_logits.npy",
+    ])
