@@ -7,7 +7,7 @@ sums, no (N,) temporaries."""
 
 import numpy as np
 
-from ._fused_kernel import njit
+from ._fused_kernel import njit, uniform_bin_candidate
 
 
 @njit(nogil=True)
@@ -16,13 +16,7 @@ def bin_sums_1d(values, targets, edges, uniform, lowest_closed, count, sum_conf,
     for i in range(values.shape[0]):
         v = values[i]
         if uniform:  # edges b/M: binning._assign_uniform's candidate ⌈v·M⌉ − 1 and its two corrections
-            b = np.int64(np.ceil(v * m)) - 1
-            b = min(max(b, 0), m - 1)
-            if v <= edges[b]:
-                b -= 1
-            b = min(max(b, -1), m - 1)
-            if v > edges[min(b + 1, m)]:
-                b += 1
+            b = uniform_bin_candidate(v, m, edges)
         else:
             lo, hi = 0, m + 1  # first j with edges[j] >= v (numpy's side="left")
             while lo < hi:

@@ -79,6 +79,21 @@ def _pairwise_sum(a, n, stack_start, stack_n, stack_stage, stack_part):
     return ret
 
 
+@njit(nogil=True, inline="always")
+def uniform_bin_candidate(v, m, edges):  # pragma: no cover - compiled
+    """The bin of v among the edges b/M before :func:`~calibrate_cli.binning.assign_bins`' final clamps
+    (in [−1, M]): ``binning._assign_uniform``'s candidate ⌈v·M⌉ − 1 and its two corrections against the
+    float64 edges. Shared by every compiled binning loop (summary, temperature grid, 1-D bins)."""
+    b = np.int64(np.ceil(v * m)) - 1
+    b = min(max(b, 0), m - 1)
+    if v <= edges[b]:
+        b -= 1
+    b = min(max(b, -1), m - 1)
+    if v > edges[min(b + 1, m)]:
+        b += 1
+    return b
+
+
 @njit(nogil=True)
 def _fused_rows(scores, labels, is_logits, m, edges, want_top5, classwise,
                 conf, correct, nll, brier, top5, count, sum_p, sum_y):  # pragma: no cover - compiled
@@ -132,14 +147,7 @@ def _fused_rows(scores, labels, is_logits, m, edges, want_top5, classwise,
         if classwise:
             for j in range(k):
                 v = p[j]
-                b = np.int64(np.ceil(v * m)) - 1  # as binning._assign_uniform, then assign_bins' clamps
-                b = min(max(b, 0), m - 1)
-                if v <= edges[b]:
-                    b -= 1
-                b = min(max(b, -1), m - 1)
-                if v > edges[min(b + 1, m)]:
-                    b += 1
-                b = max(min(b, m - 1), 0)
+                b = max(min(uniform_bin_candidate(v, m, edges), m - 1), 0)  # then assign_bins' clamps
                 count[j, b] += 1
                 sum_p[j, b] += v
                 if j == y:

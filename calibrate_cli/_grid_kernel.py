@@ -14,7 +14,7 @@ bin count and correctness equals the numpy path's and the objective agrees to ~1
 
 import numpy as np
 
-from ._fused_kernel import _pairwise_sum, njit
+from ._fused_kernel import _pairwise_sum, njit, uniform_bin_candidate
 
 LOG2E = 1.4426950408889634
 LN2_HI = 6.93147180369123816490e-01  # fdlibm's split of ln 2: k·LN2_HI is exact for |k| < 2^20
@@ -71,14 +71,7 @@ def _exp_into(zj, inv, mx, out, kbuf, kbits, poly, sbuf, sbits, accumulate):  # 
 @njit(nogil=True)
 def _bin(v, m, edges):  # pragma: no cover - compiled
     """assign_bins' bin of v for the edges b/M (lowest bin closed), as the fused summary kernel."""
-    b = np.int64(np.ceil(v * m)) - 1
-    b = min(max(b, 0), m - 1)
-    if v <= edges[b]:
-        b -= 1
-    b = min(max(b, -1), m - 1)
-    if v > edges[min(b + 1, m)]:
-        b += 1
-    return max(min(b, m - 1), 0)
+    return max(min(uniform_bin_candidate(v, m, edges), m - 1), 0)
 
 
 @njit(nogil=True)
