@@ -1,0 +1,124 @@
+"""The summary pass over a file read block by block: no (N, K) array is ever held.
+
+:func:`summarize_blocks` takes the (scores, labels) blocks a reader yields in row order (CSV through
+numpy's C parser, Parquet row groups, Arrow record batches: :func:`calibrate_cli.io.stream_scores`),
+cuts them into the very row chunks a single pass over the whole array walks
+(:func:`~calibrate_cli.predictions.row_chunks`: rows [j·s, (j+1)·s), s = ⌊2²⁰ / K⌋), validates and
+summarises each chunk (:func:`~calibrate_cli.summary.summarize`) and merges the chunks' summaries as
+shards merge (:func:`~calibrate_cli.shards.merge_summaries`):
+
+- the per-sample columns (labels, confidences, correctness, NLL, Brier, top-5) are computed row by
+  row, so their concatenation holds the single pass's very values, and every metric built from them
+  (ECE, AdaECE, NLL, Brier, accuracy, …) is bit-identical;
+- the classwise statistics of chunk j are the single pass's chunk j statistics, added in chunk order
+  from zero as the single pass adds them, so classwise-ECE is bit-identical too.
+
+Memory: one reader block, one chunk and the per-sample columns (34 bytes per sample for K > 5),
+instead of the N·K·8 bytes of the whole array. The columns are concatenated one at a time, each
+chunk's piece released as it is copied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from typing import Iterable, Iterator
+
+import numpy as np
+
+from .errors import InputError
+from .kernels import check_engine
+from . import predictions as _predictions
+from .predictions import as_predictions
+from .summary import PredictionSummary, check_compat, summarize
+
+__all__ = ["chunk_rows", "rechunk", "summarize_blocks"]
+
+
+def chunk_rows(k: int) -> int:
+    """Rows per chunk of a single summary pass over K columns (:func:`~calibrate_cli.predictions.row_chunks`)."""
+    return max(1, _predictions._CHUNK_ELEMENTS // max(k, 1))
+
+
+def _columns(scores: np.ndarray) -> int:
+    """K after validation: a 1-D vector of binary scores becomes two columns."""
+    return 2 if scores.ndim == 1 else int(scores.shape[1])
+
+
+def rechunk(blocks: Iterable[tuple], rows: int | None = None) -> Iterator[tuple]:
+    """The rows of ``blocks`` ((scores, labels) in row order) as pieces of exactly ``rows`` rows (the
+    last one shorter); ``rows`` None: :func:`chunk_rows` of the first block's K."""
+    pending_s: list[np.ndarray] = []
+    pending_y: list[np.ndarray] = []
+    held = 0
+    for scores, labels in blocks:
+        if rows is None:
+            rows = chunk_rows(_columns(scores))
+        start = 0
+        total = scores.shape[0]
+        while start < total:
+            take = min(rows - held, total - start)
+            pending_s.append(scores[start:start + take])
+            pending_y.append(labels[start:start + take])
+            held += take
+            start += take
+            if held == rows:
+                yield _joined(pending_s), _joined(pending_y)
+                pending_s, pending_y, held = [], [], 0
+    if held:
+        yield _joined(pending_s), _joined(pending_y)
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    """One C-ordered array (the layout of a whole array's row chunk: reductions along a row depend on it)."""
+    return np.ascontiguousarray(parts[0] if len(parts) == 1 else np.concatenate(parts))
+
+
+def summarize_blocks(
+    blocks: Iterable[tuple],
+    *,
+    input_kind: str = "logits",
+    n_bins: int = 15,
+    compat: str | None = None,
+    scores_name: str = "scores",
+    labels_name: str = "labels",
+    engine: str | None = None,
+    n_hint: int | None = None,
+) -> PredictionSummary:
+    """The summary of the concatenation of ``blocks`` ((scores, labels) pairs in row order), equal to
+    :func:`~calibrate_cli.summary.summarize` of the whole arrays with ``sums_only=False`` (module
+    docstring). Each chunk is validated as :func:`~calibrate_cli.predictions.as_predictions`
+    validates the whole: an error's row numbers count from the chunk's first row, so a caller that
+    needs the whole-file message reads the file whole after an :class:`InputError`. ``engine``: as
+    :func:`summarize`'s (None: decided for ``n_hint`` rows, the number of rows when known)."""
+    compat = check_compat(compat)
+    parts: dict[str, list[np.ndarray]] = {}
+    classwise = []
+    first: PredictionSummary | None = None
+    n = 0
+    for scores, labels in rechunk(blocks):
+        if first is None and engine is None:
+            engine = check_engine(None, (n_hint or scores.shape[0]) * _columns(scores))
+        predictions = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name)
+        piece = summarize(
+            predictions, n_bins=n_bins, compat=compat, classwise=True, scores_name=scores_name, engine=engine,
+        )
+        if first is not None and piece.k != first.k:
+            raise InputError(f"{scores_name}: rows of {piece.k} and of {first.k} scores")
+        first = first or piece
+        n += piece.n
+        classwise.append(piece.classwise)
+        for f in fields(PredictionSummary):
+            value = getattr(piece, f.name)
+            if isinstance(value, np.ndarray):
+                parts.setdefault(f.name, []).append(value)
+        del predictions, piece, scores, labels
+    if first is None:
+        raise InputError(f"{scores_name}: holds no rows (N = 0)")
+    from .shards import _merge_classwise
+
+    merged = {}
+    for name in list(parts):
+        pieces = parts.pop(name)
+        merged[name] = _joined(pieces) if len(pieces) > 1 else pieces[0]
+        pieces.clear()  # each column's pieces go before the next column is joined
+    return replace(first, n=n, classwise=_merge_classwise(classwise, n, first.k), **merged)
