@@ -662,7 +662,7 @@ def stream_scores(
     score_cols: str | None = None,
     header: bool | None = None,
 ):
-    """(number of rows or an upper bound, blocks) where ``blocks`` yields SCORES' (scores, labels)
+    """(number of rows or an upper bound, whether it is exact, blocks) where ``blocks`` yields SCORES' (scores, labels)
     in row order, block by block (:mod:`calibrate_cli.stream`), or None when this file is read whole
     (any type but CSV and table files, or a CSV file only the full reader handles).
 
@@ -674,7 +674,7 @@ def stream_scores(
     if fmt is not None and fmt.table:
         _check_readable(path, label)
         _, n, blocks = _tables().iter_table(path, key, label, score_cols=score_cols, label_col=label_col)
-        return n, blocks
+        return n, n is not None, blocks  # the metadata's count (checked against the rows read)
     if path.suffix.lower() != ".csv":
         return None
     _check_readable(path, label)
@@ -699,7 +699,7 @@ def stream_scores(
         except csvfast.Fallback:
             raise NotStreamed(label) from None
 
-    return csvfast._count_lines(path), blocks()
+    return csvfast._count_lines(path), False, blocks()
 
 
 def load_array(source: str | os.PathLike) -> np.ndarray:

@@ -52,8 +52,8 @@ def _write_parquet(path, logits, labels, row_group=300):
 
 
 def _streamed(path):
-    n_hint, blocks = stream_scores(path, label_col="label")
-    return report_from_summary(summarize_blocks(blocks, n_hint=n_hint))
+    n_hint, exact, blocks = stream_scores(path, label_col="label")
+    return report_from_summary(summarize_blocks(blocks, n_hint=n_hint, sums_only=exact))
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
@@ -61,10 +61,13 @@ def test_streamed_metrics_equal_the_whole_array_bit_for_bit(tmp_path, small_chun
     logits, labels = _data()
     path = tmp_path / f"preds{suffix}"
     (_write_csv if suffix == ".csv" else _write_parquet)(path, logits, labels)
-    n_hint, blocks = stream_scores(path, label_col="label")
+    n_hint, exact, blocks = stream_scores(path, label_col="label")
+    assert exact == (suffix == ".parquet")  # a Parquet file's metadata gives N: the sums are kept as sums
     blocks = list(blocks)
     assert len(blocks) > 3 and len({b[0].shape[0] for b in blocks[:-1]} - {250}) > 0  # blocks cut across chunks
-    streamed = report_from_summary(summarize_blocks(iter(blocks), n_hint=n_hint)).metrics
+    summary = summarize_blocks(iter(blocks), n_hint=n_hint, sums_only=exact)
+    assert (summary.totals is not None) == exact and (summary.nll is None) == exact
+    streamed = report_from_summary(summary).metrics
     whole = read_scores(path, label_col="label")
     expected = evaluate(whole.scores, whole.labels).metrics
     assert np.array_equal(whole.scores, logits) and np.array_equal(whole.labels, labels)
@@ -127,7 +130,7 @@ def test_streamed_pass_holds_no_whole_array(tmp_path, monkeypatch):
     size = logits.nbytes
     tracemalloc.start()
     try:
-        n_hint, blocks = stream_scores(path, label_col="label")
+        n_hint, _, blocks = stream_scores(path, label_col="label")
         streamed = summarize_blocks(blocks, n_hint=n_hint)
         streamed_peak = tracemalloc.get_traced_memory()[1]
         del streamed

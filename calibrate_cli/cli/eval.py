@@ -289,10 +289,10 @@ def _streamed(scores, label_col, *, input_kind, n_bins, compat, device, extra_me
         found = stream_scores(scores, label_col=label_col, score_cols=score_cols, header=header)
         if found is None:
             return None
-        n_hint, blocks = found
+        n_hint, exact, blocks = found
         summary = summarize_blocks(
             blocks, input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=scores, labels_name=labels_name,
-            n_hint=n_hint,
+            n_hint=n_hint, sums_only=exact,  # sums as evaluate keeps them, where N is known before the rows
         )
     except (InputError, NotStreamed):
         return None
