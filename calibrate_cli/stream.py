@@ -26,9 +26,10 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from .errors import InputError
+from .binning import uniform_edges
 from .kernels import check_engine
 from . import predictions as _predictions
-from .predictions import as_predictions
+from .predictions import Predictions, as_predictions
 from .sorting import PairwiseSum
 from .summary import PredictionSummary, SampleTotals, check_compat, summarize
 
@@ -110,22 +111,21 @@ def summarize_blocks(
         if first is None and engine is None:
             engine = check_engine(None, (n_hint or scores.shape[0]) * _columns(scores))
         predictions = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name)
-        piece = summarize(
-            predictions, n_bins=n_bins, compat=compat, classwise=True, scores_name=scores_name, engine=engine,
-        )
-        if first is not None and piece.k != first.k:
-            raise InputError(f"{scores_name}: rows of {piece.k} and of {first.k} scores")
-        first = first or piece
-        n += piece.n
-        classwise.append(piece.classwise)
-        if sums_only:
-            sums.add(piece)
-            piece = replace(piece, nll=None, brier=None, top5=None)
-        for f in fields(PredictionSummary):
-            value = getattr(piece, f.name)
-            if isinstance(value, np.ndarray):
-                parts.setdefault(f.name, []).append(value)
-        del predictions, piece, scores, labels
+        if first is not None and predictions.k != first.k:
+            raise InputError(f"{scores_name}: rows of {predictions.k} and of {first.k} scores")
+        pieces, stats = _chunk_summaries(predictions, n_bins, compat, scores_name, engine)
+        classwise.append(stats)
+        for piece in pieces:
+            first = first or piece
+            n += piece.n
+            if sums_only:
+                sums.add(piece)
+                piece = replace(piece, nll=None, brier=None, top5=None)
+            for f in fields(PredictionSummary):
+                value = getattr(piece, f.name)
+                if isinstance(value, np.ndarray):
+                    parts.setdefault(f.name, []).append(value)
+        del predictions, pieces, piece, scores, labels
     if first is None:
         raise InputError(f"{scores_name}: holds no rows (N = 0)")
     if sums_only and n != n_hint:
@@ -139,6 +139,68 @@ def summarize_blocks(
         pieces.clear()  # each column's pieces go before the next column is joined
     extra = dict(nll=None, brier=None, top5=None, totals=sums.totals()) if sums_only else {}
     return replace(first, n=n, classwise=_merge_classwise(classwise, n, first.k), **merged, **extra)
+
+
+#: score values per sub-chunk where a chunk is computed in parts (:func:`_chunk_summaries`)
+SUB_ELEMENTS = 1 << 16
+
+
+def _chunk_summaries(predictions: Predictions, n_bins: int, compat, scores_name: str, engine: str):
+    """(summaries of consecutive row ranges, classwise statistics) of one chunk of the single pass.
+
+    The numpy engine holds ~7 temporaries of the chunk's size (softmax, ranks, bins, keys); here a
+    chunk of rows·K > :data:`SUB_ELEMENTS` values is computed in sub-chunks of about that many values
+    instead. The per-sample columns are row by row, so they do not change; the classwise counts and
+    Σ[y = k] are whole numbers (exact in any order); Σ p_ik is added value by value in the chunk's
+    row-major order, continuing from the previous sub-chunk's sums (``np.add.at``, unbuffered, in
+    index order), which is the very sequence of additions of the chunk's ``np.bincount``: the
+    chunk's statistics are bit-identical. Only the numpy engine with dense cells (float64, no
+    compat mode); otherwise the chunk is one piece, as in the single pass."""
+    k = predictions.k
+    edges = uniform_edges(n_bins)
+    m = n_bins
+    rows = predictions.n
+    step = max(1, SUB_ELEMENTS // k)
+    split = compat is None and engine == "numpy" and rows > step and k * m <= max(rows * k, 1 << 16)
+    if not split:
+        piece = summarize(predictions, n_bins=n_bins, compat=compat, classwise=True, scores_name=scores_name,
+                          engine=engine)
+        return [piece], piece.classwise
+    from .binning import BinStats, assign_bins
+    from .probabilities import softmax_and_log_normalizer
+
+    count = np.zeros(k * m, dtype=np.int64)
+    sum_p = np.zeros(k * m)
+    sum_y = np.zeros(k * m)
+    offsets = (np.arange(k, dtype=np.int64) * m)[None, :]
+    pieces = []
+    for start in range(0, rows, step):
+        part = Predictions(
+            scores=predictions.scores[start:start + step], labels=predictions.labels[start:start + step],
+            input_kind=predictions.input_kind,
+        )
+        pieces.append(summarize(part, n_bins=n_bins, classwise=False, scores_name=scores_name, engine=engine))
+        # the chunk's classwise statistics, continued (summary._class_bin_statistics, dense, in parts)
+        if part.input_kind == "logits":
+            p = softmax_and_log_normalizer(part.scores, dtype=np.float64)[0]
+        else:
+            p = np.asarray(part.scores, dtype=np.float64)
+        idx = assign_bins(p, edges, lowest_closed=True)
+        keys = idx + offsets
+        r = np.arange(part.n)
+        inside = idx >= 0
+        if inside.all():
+            flat_keys, flat_p = keys.ravel(), p.ravel()
+        else:
+            flat_keys, flat_p = keys[inside], p[inside]
+        true_keys = keys[r, part.labels][inside[r, part.labels]]
+        count += np.bincount(flat_keys, minlength=k * m)
+        np.add.at(sum_p, flat_keys, flat_p.astype(np.float64, copy=False))
+        sum_y += np.bincount(true_keys, minlength=k * m)
+        del p, idx, keys, inside, flat_keys, flat_p
+    stats = BinStats(edges=edges, count=count.reshape(k, m), sum_conf=sum_p.reshape(k, m),
+                     sum_correct=sum_y.reshape(k, m), n=rows)
+    return pieces, stats
 
 
 class _Sums:

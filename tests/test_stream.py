@@ -16,6 +16,7 @@ from calibrate_cli.cli import eval as eval_cli
 from calibrate_cli.evaluate import evaluate, report_from_summary, summarize_data
 from calibrate_cli.formats import csvfast
 from calibrate_cli.io import read_scores, stream_scores
+from calibrate_cli import stream
 from calibrate_cli.stream import rechunk, summarize_blocks
 from naive_reference import ece as naive_ece
 from naive_reference import softmax_rows
@@ -25,8 +26,10 @@ N, K = 2000, 4
 
 @pytest.fixture()
 def small_chunks(monkeypatch):
-    """Chunks of 250 rows and CSV text blocks of 4 kB: a 2000-row file is 8 chunks, ~30 blocks."""
+    """Chunks of 250 rows (each computed in 10 sub-chunks of 25 rows) and CSV text blocks of 4 kB: a
+    2000-row file is 8 chunks, ~30 blocks."""
     monkeypatch.setattr(predictions, "_CHUNK_ELEMENTS", 1000)
+    monkeypatch.setattr(stream, "SUB_ELEMENTS", 100)
     monkeypatch.setattr(csvfast, "TEXT_BLOCK", 4096)
 
 
@@ -75,6 +78,20 @@ def test_streamed_metrics_equal_the_whole_array_bit_for_bit(tmp_path, small_chun
     assert {m: streamed[m] for m in expected} == expected  # every metric, classwise-ECE included, bit-identical
     # and independently: ECE from a float64 loop
     assert streamed["ece"] == pytest.approx(naive_ece(softmax_rows(logits), labels, 15), rel=1e-12, abs=1e-15)
+
+
+@pytest.mark.parametrize("kind", ["logits", "probs"])
+def test_sub_chunks_give_the_single_pass_classwise_sums_bit_for_bit(small_chunks, kind):
+    logits, labels = _data(1999, 7, seed=4)
+    scores = logits if kind == "logits" else np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    blocks = ((scores[i:i + 333], labels[i:i + 333]) for i in range(0, 1999, 333))
+    summary = summarize_blocks(blocks, input_kind=kind, n_hint=1999, sums_only=True)
+    whole = summarize_data(scores, labels, input_kind=kind, sums_only=True).summary
+    assert np.array_equal(summary.classwise.sum_conf, whole.classwise.sum_conf)
+    assert np.array_equal(summary.classwise.count, whole.classwise.count)
+    assert np.array_equal(summary.classwise.sum_correct, whole.classwise.sum_correct)
+    assert summary.totals == whole.totals and np.array_equal(summary.confidences, whole.confidences)
+    assert report_from_summary(summary, input_kind=kind).metrics == evaluate(scores, labels, input_kind=kind).metrics
 
 
 def test_rechunk_cuts_rows_into_the_single_pass_chunks():
