@@ -160,3 +160,19 @@ def test_streamed_pass_holds_no_whole_array(tmp_path, monkeypatch):
         tracemalloc.stop()
     assert whole_peak >= size
     assert streamed_peak < whole_peak - 0.5 * size, (streamed_peak, whole_peak, size)
+
+
+def test_a_single_chunk_runs_without_a_thread_pool(monkeypatch):
+    """The streamed pass summarises one chunk per call: no thread pool (threads, malloc arenas) per chunk."""
+    import calibrate_cli.parallel as parallel
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a thread pool for one chunk")
+
+    monkeypatch.setenv("CALIB_THREADS", "4")
+    monkeypatch.setattr(parallel, "ThreadPoolExecutor", no_pool)
+    logits, labels = _data(500, 4)
+    assert evaluate(logits, labels).n == 500
+    monkeypatch.setattr(predictions, "_CHUNK_ELEMENTS", 1000)  # several chunks: the pool runs them
+    with pytest.raises(AssertionError, match="thread pool"):
+        evaluate(logits, labels)
