@@ -37,6 +37,8 @@ __all__ = [
     "list_shards",
     "load_shard",
     "read_scores",
+    "stream_scores",
+    "NotStreamed",
     "ScoresFile",
     "AmbiguousHeaderError",
     "CsvCellError",
@@ -647,6 +649,57 @@ def read_scores(
             [row[col].strip() for row in table.rows], table.lines, label, table.column_name(col), classes
         )
     return ScoresFile(scores[:, 0] if scores.shape[1] == 1 else scores, labels, classes)
+
+
+class NotStreamed(Exception):
+    """A streamed read (:func:`stream_scores`) found what only the whole-file reader handles: read it whole."""
+
+
+def stream_scores(
+    source: str | os.PathLike,
+    *,
+    label_col: str,
+    score_cols: str | None = None,
+    header: bool | None = None,
+):
+    """(number of rows or an upper bound, whether it is exact, blocks) where ``blocks`` yields SCORES' (scores, labels)
+    in row order, block by block (:mod:`calibrate_cli.stream`), or None when this file is read whole
+    (any type but CSV and table files, or a CSV file only the full reader handles).
+
+    Iterating ``blocks`` raises :class:`NotStreamed` or an InputError whose row numbers may count
+    from a block: on either, read the file with :func:`read_scores` for the whole-file message."""
+    path, key = split_source(source)
+    label = os.fspath(source)
+    fmt = INPUT_FORMATS.get(path.suffix.lower())
+    if fmt is not None and fmt.table:
+        _check_readable(path, label)
+        _, n, blocks = _tables().iter_table(path, key, label, score_cols=score_cols, label_col=label_col)
+        return n, n is not None, blocks  # the metadata's count (checked against the rows read)
+    if path.suffix.lower() != ".csv":
+        return None
+    _check_readable(path, label)
+    from .formats import csvfast
+
+    def decide(cells: list[str], line: int, n_rows: int) -> bool:
+        return _first_row_is_header(cells, label, line, n_rows, None)
+
+    def choose(names, width):
+        table = _CsvTable(names, [[""] * width], [0])
+        col = _column_index(names, label_col, width, label)
+        return _score_columns(table, score_cols, col, label), col
+
+    found = csvfast.iter_numeric_csv(path, label, header, decide, choose)
+    if found is None:
+        return None
+
+    def blocks():
+        try:
+            for scores, labels in found[1]:
+                yield (scores[:, 0] if scores.shape[1] == 1 else scores), labels
+        except csvfast.Fallback:
+            raise NotStreamed(label) from None
+
+    return csvfast._count_lines(path), False, blocks()
 
 
 def load_array(source: str | os.PathLike) -> np.ndarray:

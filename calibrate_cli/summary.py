@@ -24,7 +24,8 @@ from .binning import BinStats, SparseBinStats, assign_bins, torch_linspace_edges
 from .errors import InputError
 from .kernels import check_engine, chunk_statistics
 from .pages import release_rows
-from .parallel import map_chunks
+from .parallel import cpu_threads, map_chunks
+from . import predictions as _predictions
 from .predictions import Predictions
 from .sorting import PairwiseSum
 
@@ -273,7 +274,11 @@ def summarize(
 
     # chunks run in parallel; their sums are added in chunk order (thread-count independent)
     if ops is None:
+        # one chunk runs here, without a thread pool (a pool per call costs threads and their malloc arenas)
         chunks, threads = predictions.row_chunks(), None
+        cpu_threads()  # checks $CALIB_THREADS whatever the size
+        if n <= max(1, _predictions._CHUNK_ELEMENTS // max(k, 1)):
+            threads = 1
     else:  # one chunk on the device at a time (torch threads within it on a CPU)
         from .torch_engine import TORCH_CHUNK_ELEMENTS
 

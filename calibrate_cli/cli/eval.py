@@ -240,6 +240,11 @@ def _optional_metrics(extra) -> list[str]:
 def _eval_file(scores, labels, label_col, *, calibrator, input_kind, n_bins, compat, n_resamples, ci_level, ci_method,
                seed, device, bootstrap_metrics=None, extra_metrics=None):
     """One SCORES file (and LABELS): load, calibrate, evaluate."""
+    if calibrator is None and not n_resamples and not _optional_metrics(extra_metrics) and device in (None, "cpu"):
+        report = _streamed(scores, label_col, input_kind=input_kind, n_bins=n_bins, compat=compat, device=device,
+                           extra_metrics=extra_metrics) if labels is None and label_col is not None else None
+        if report is not None:
+            return report, f"{scores}[{label_col}]"
     score_array, label_array, labels_name = load_inputs(scores, labels, label_col)
     if calibrator is not None:
         score_array = calibrator.apply(score_array, input_kind, scores_name=scores)
@@ -265,6 +270,36 @@ def _eval_file(scores, labels, label_col, *, calibrator, input_kind, n_bins, com
             metrics=extra_metrics,
         )
     return report, labels_name
+
+
+def _streamed(scores, label_col, *, input_kind, n_bins, compat, device, extra_metrics):
+    """The report of SCORES with its --labels column, its blocks streamed into the summary pass
+    (calibrate_cli.stream: the same numbers, no (N, K) array held), or None where the file is read
+    whole: a type or CSV layout only the whole reader handles, or any problem in the file (the whole
+    reader then gives its message, with row numbers counted over the whole file)."""
+    from ..evaluate import report_from_summary
+    from ..io import NotStreamed, stream_scores
+    from ..stream import summarize_blocks
+
+    from .options import _csv_settings
+
+    header, score_cols = _csv_settings()
+    labels_name = f"{scores}[{label_col}]"
+    try:
+        found = stream_scores(scores, label_col=label_col, score_cols=score_cols, header=header)
+        if found is None:
+            return None
+        n_hint, exact, blocks = found
+        summary = summarize_blocks(
+            blocks, input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=scores, labels_name=labels_name,
+            n_hint=n_hint, sums_only=exact,  # sums as evaluate keeps them, where N is known before the rows
+        )
+    except (InputError, NotStreamed):
+        return None
+    return report_from_summary(
+        summary, input_kind=input_kind, n_bins=n_bins, scores_name=scores, metrics=extra_metrics, device=device,
+        summary_device=device,
+    )
 
 
 def _calibrated(pair, *, load, calibrator, input_kind):

@@ -22,8 +22,9 @@ from typing import Callable
 
 import numpy as np
 
-#: characters of text parsed per np.loadtxt call (~100k rows of 10 scores)
-TEXT_BLOCK = 8 << 20
+#: characters of text parsed per np.loadtxt call (~22k rows of 10 scores; the text and its parse are
+#: held at once: 2 MB keeps them small next to the summary's own chunk, at loadtxt's speed)
+TEXT_BLOCK = 2 << 20
 
 
 class _Fallback(Exception):
@@ -34,7 +35,7 @@ def _count_lines(path: Path) -> int:
     n = 0
     with open(path, "rb") as f:
         while True:
-            block = f.read(16 << 20)
+            block = f.read(1 << 20)  # small reads: the count adds no memory to speak of
             if not block:
                 break
             n += block.count(b"\n")
@@ -137,77 +138,140 @@ def read_numeric_csv(
         return None
 
 
+def iter_numeric_csv(
+    path: Path,
+    label: str,
+    header: bool | None,
+    decide_header: Callable[[list[str], int, int], bool],
+    choose: Callable[[list[str] | None, int], tuple[list[int], int | None]],
+):
+    """(names or None, blocks) where ``blocks`` yields (scores (rows, len(columns)) float64, labels
+    (rows,) or None) in row order, never the whole file: for a streamed summary pass. None when the
+    file is not for this path (as :func:`read_numeric_csv`, and also a header only the number of rows
+    can settle). ``blocks`` raises :class:`Fallback` where the full reader must run instead."""
+    try:
+        f = open(path, encoding="utf-8-sig", newline=None)
+    except OSError:
+        return None
+    try:
+        state = _start(f, header, decide_header, choose)
+    except (_Fallback, OSError, UnicodeDecodeError, csv.Error):
+        f.close()
+        return None
+    if state["deferred"]:
+        f.close()
+        return None
+
+    def blocks():
+        with f:
+            try:
+                yield from _blocks(f, state)
+            except (OSError, UnicodeDecodeError, csv.Error, MemoryError):
+                raise _Fallback from None
+
+    return state["names"], blocks()
+
+
+#: raised by the blocks of :func:`iter_numeric_csv` when the full reader must run
+Fallback = _Fallback
+
+
+def _start(f, header, decide_header, choose) -> dict:
+    """Read the first row and settle the header and the columns (the full reader on any doubt)."""
+    from ..errors import InputError
+
+    line_no, first_line = 0, None
+    while True:
+        line = f.readline()
+        if not line:
+            raise _Fallback  # empty file: the full reader says so
+        line_no += 1
+        if '"' in line or "\x00" in line:
+            raise _Fallback
+        if line.strip(" \t\r\n,"):
+            first_line = line
+            break
+        if line.strip("\r\n"):
+            raise _Fallback  # a line of blanks or commas only: the full reader's rules
+    cells = [c.strip() for c in next(csv.reader([first_line]))]
+    # pandas' 0,1,…,W−1 header or a row of data: settled by the number of rows, once counted
+    deferred = header is None and cells == [str(i) for i in range(len(cells))]
+    try:
+        is_header = header if header is not None else False if deferred else decide_header(cells, line_no, 2)
+    except InputError:
+        raise _Fallback from None  # the full reader raises it, after its own checks of the whole file
+    names = cells if is_header else None
+    width = len(cells)
+    try:
+        columns, label_index = choose(names, width)
+    except InputError:
+        raise _Fallback from None
+    return dict(line_no=line_no, first_line=first_line, cells=cells, deferred=deferred, is_header=is_header,
+                names=names, width=width, columns=columns, label_index=label_index)
+
+
+def _blocks(f, state: dict):
+    """(scores, labels or None) of each block of about :data:`TEXT_BLOCK` characters, in row order."""
+    width, columns, label_index, names = state["width"], state["columns"], state["label_index"], state["names"]
+    plan, lookup, names_mode = False, None, False
+    pending = "" if state["is_header"] else state["first_line"]
+    while True:
+        text = f.read(TEXT_BLOCK)
+        if text:
+            cut = text.rfind("\n") + 1
+            if cut == 0:
+                pending += text
+                continue
+            block, pending = pending + text[:cut], text[cut:]
+        else:
+            block, pending = pending, ""
+        if block.strip():
+            if plan is False:  # the first rows decide how columns are parsed
+                plan = _plan(block, width, columns, label_index, names)
+                names_mode = plan is not None and plan[1]
+                if names_mode:
+                    lookup = _class_lookup([names[c] for c in columns])
+            values = _parse(block, width, None if plan is None else plan[0])
+            rows = values.shape[0]
+            labels = None
+            if plan is None:
+                scores = np.ascontiguousarray(values[:, columns])  # C order, as the whole array's rows
+                if label_index is not None:
+                    labels = values[:, label_index].copy()
+            else:
+                scores = np.empty((rows, len(columns)), dtype=np.float64)
+                for j, c in enumerate(columns):
+                    scores[:, j] = values[f"c{c}"]
+                if label_index is not None:
+                    raw = values[f"c{label_index}"]
+                    labels = _class_indices(raw, lookup) if names_mode else np.asarray(raw, dtype=np.float64)
+            del values
+            yield scores, labels
+        if not text:
+            break
+
+
 def _read(path, label, header, decide_header, choose):
     from ..errors import InputError
 
     with open(path, encoding="utf-8-sig", newline=None) as f:
-        line_no, first_line = 0, None
-        while True:
-            line = f.readline()
-            if not line:
-                raise _Fallback  # empty file: the full reader says so
-            line_no += 1
-            if '"' in line or "\x00" in line:
-                raise _Fallback
-            if line.strip(" \t\r\n,"):
-                first_line = line
-                break
-            if line.strip("\r\n"):
-                raise _Fallback  # a line of blanks or commas only: the full reader's rules
-        cells = [c.strip() for c in next(csv.reader([first_line]))]
-        # pandas' 0,1,…,W−1 header or a row of data: settled by the number of rows, once counted
-        deferred = header is None and cells == [str(i) for i in range(len(cells))]
-        try:
-            is_header = header if header is not None else False if deferred else decide_header(cells, line_no, 2)
-        except InputError:
-            raise _Fallback from None  # the full reader raises it, after its own checks of the whole file
-        names = cells if is_header else None
-        width = len(cells)
-        try:
-            columns, label_index = choose(names, width)
-        except InputError:
-            raise _Fallback from None
+        state = _start(f, header, decide_header, choose)
+        cells, line_no, deferred = state["cells"], state["line_no"], state["deferred"]
+        names, width, columns, label_index = state["names"], state["width"], state["columns"], state["label_index"]
         n_max = _count_lines(path)
         scores = np.empty((n_max, len(columns)), dtype=np.float64)
         labels = None
-        plan, lookup = False, None
         n = 0
-        pending = "" if is_header else first_line
-        while True:
-            text = f.read(TEXT_BLOCK)
-            if text:
-                cut = text.rfind("\n") + 1
-                if cut == 0:
-                    pending += text
-                    continue
-                block, pending = pending + text[:cut], text[cut:]
-            else:
-                block, pending = pending, ""
-            if block.strip():
-                if plan is False:  # the first rows decide how columns are parsed
-                    plan = _plan(block, width, columns, label_index, names)
-                    names_mode = plan is not None and plan[1]
-                    if names_mode:
-                        lookup = _class_lookup([names[c] for c in columns])
-                    if label_index is not None:
-                        labels = np.empty(n_max, dtype=np.int64 if names_mode else np.float64)
-                values = _parse(block, width, None if plan is None else plan[0])
-                rows = values.shape[0]
-                if n + rows > n_max:
-                    raise _Fallback
-                if plan is None:
-                    scores[n:n + rows] = values[:, columns]
-                    if labels is not None:
-                        labels[n:n + rows] = values[:, label_index]
-                else:
-                    for j, c in enumerate(columns):
-                        scores[n:n + rows, j] = values[f"c{c}"]
-                    if labels is not None:
-                        raw = values[f"c{label_index}"]
-                        labels[n:n + rows] = _class_indices(raw, lookup) if plan[1] else raw
-                n += rows
-            if not text:
-                break
+        for block, y in _blocks(f, state):
+            rows = block.shape[0]
+            if n + rows > n_max:
+                raise _Fallback
+            if labels is None and y is not None:
+                labels = np.empty(n_max, dtype=y.dtype)
+            scores[n:n + rows] = block
+            if y is not None:
+                labels[n:n + rows] = y
+            n += rows
     start = 0
     if deferred:
         try:

@@ -258,18 +258,20 @@ def _read_text_labels(table: _Table, column: str, classes) -> np.ndarray:
     return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
 
 
-def _read(table: _Table, columns: list[str], label_column: str | None):
-    """Fill the scores (and labels) arrays batch by batch."""
+def _layout(table: _Table, columns: list[str], label_column: str | None):
     pa, label = table.pa, table.label
     layout, dtype, k = _score_layout(pa, table.schema, columns, label)
     label_kind = None
     if label_column is not None:
         label_kind = _label_kind(pa, table.schema.field(label_column).type, label, label_column)
+    return layout, dtype, k, label_kind
+
+
+def _blocks(table: _Table, columns: list[str], label_column: str | None, layout, dtype, k, label_kind):
+    """(scores block, labels block or None, row0) of each record batch, in row order."""
+    pa, label = table.pa, table.label
     classes = tuple(columns) if layout == "columns" else None
     wanted = list(columns) + ([label_column] if label_column is not None else [])
-    n = table.n_rows
-    scores = labels = None
-    score_parts, label_parts = [], []
     row0 = 0
     for batch in table.batches(wanted):
         rows = batch.num_rows
@@ -288,6 +290,60 @@ def _read(table: _Table, columns: list[str], label_column: str | None):
                 if array.null_count:
                     raise InputError(f"{label}: column {label_column!r}, row {row0 + _first_null(array)}: empty label (null)")
                 y = _text_labels(array.to_pylist(), label, label_column, classes, row0)
+        yield block, y, row0
+        row0 += rows
+
+
+def iter_table(
+    path: Path, key: str | None, label: str, *, score_cols: str | None = None, label_col: str | None = None,
+):
+    """(class names or None, number of rows or None, blocks): :func:`read_table`'s scores and labels as
+    (scores, labels or None) blocks of one record batch each, never the whole table (a streamed
+    summary pass). The same checks and errors as :func:`read_table`, each raised when reached."""
+    from ..io import _column_index
+
+    table = _Table(path, label)
+    if key is not None and score_cols is not None:
+        raise InputError(f"{label}: columns given twice (after ':' and as score columns); give one")
+    spec = score_cols if score_cols is not None else key
+    if spec is not None and not spec.strip():
+        raise InputError(f"{label}: no columns after ':' (columns: {', '.join(table.names) or 'none'})")
+    if not table.names:
+        raise InputError(f"{label}: holds no columns")
+    col = None if label_col is None else _column_index(table.names, label_col, len(table.names), label)
+    columns = _choose(table, spec, col)
+    label_name = None if col is None else table.names[col]
+    layout, dtype, k, label_kind = _layout(table, columns, label_name)
+    n = table.n_rows
+
+    def blocks():
+        row0 = 0
+        for block, y, row0 in _blocks(table, columns, label_name, layout, dtype, k, label_kind):
+            if n is not None and row0 + block.shape[0] > n:
+                raise InputError(f"{label}: holds more rows than its metadata says ({n}): corrupt file")
+            yield (block[:, 0] if layout == "columns" and block.shape[1] == 1 else block), y
+            row0 += block.shape[0]
+        if row0 == 0:
+            raise InputError(f"{label}: holds no rows (N = 0)")
+        if n is not None and row0 != n:
+            raise InputError(f"{label}: holds {row0} rows, but its metadata says {n}: truncated or corrupt file")
+
+    return (tuple(columns) if layout == "columns" else None), n, blocks()
+
+
+def _read(table: _Table, columns: list[str], label_column: str | None):
+    """Fill the scores (and labels) arrays batch by batch."""
+    label = table.label
+    layout, dtype, k, label_kind = _layout(table, columns, label_column)
+    classes = tuple(columns) if layout == "columns" else None
+    n = table.n_rows
+    scores = labels = None
+    score_parts, label_parts = [], []
+    row0 = 0
+    for block, y, row0 in _blocks(table, columns, label_column, layout, dtype, k, label_kind):
+        rows = block.shape[0]
+        if layout == "list":
+            k = block.shape[1]
         if n is not None:
             if scores is None:
                 scores = np.empty((n, block.shape[1]), dtype=block.dtype)

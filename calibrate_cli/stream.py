@@ -1,0 +1,228 @@
+"""The summary pass over a file read block by block: no (N, K) array is ever held.
+
+:func:`summarize_blocks` takes the (scores, labels) blocks a reader yields in row order (CSV through
+numpy's C parser, Parquet row groups, Arrow record batches: :func:`calibrate_cli.io.stream_scores`),
+cuts them into the very row chunks a single pass over the whole array walks
+(:func:`~calibrate_cli.predictions.row_chunks`: rows [j·s, (j+1)·s), s = ⌊2²⁰ / K⌋), validates and
+summarises each chunk (:func:`~calibrate_cli.summary.summarize`) and merges the chunks' summaries as
+shards merge (:func:`~calibrate_cli.shards.merge_summaries`):
+
+- the per-sample columns (labels, confidences, correctness, NLL, Brier, top-5) are computed row by
+  row, so their concatenation holds the single pass's very values, and every metric built from them
+  (ECE, AdaECE, NLL, Brier, accuracy, …) is bit-identical;
+- the classwise statistics of chunk j are the single pass's chunk j statistics, added in chunk order
+  from zero as the single pass adds them, so classwise-ECE is bit-identical too.
+
+Memory: one reader block, one chunk and the per-sample columns (34 bytes per sample for K > 5),
+instead of the N·K·8 bytes of the whole array. The columns are concatenated one at a time, each
+chunk's piece released as it is copied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from typing import Iterable, Iterator
+
+import numpy as np
+
+from .errors import InputError
+from .binning import uniform_edges
+from .kernels import check_engine
+from . import predictions as _predictions
+from .predictions import Predictions, as_predictions
+from .sorting import PairwiseSum
+from .summary import PredictionSummary, SampleTotals, check_compat, summarize
+
+__all__ = ["chunk_rows", "rechunk", "summarize_blocks"]
+
+
+def chunk_rows(k: int) -> int:
+    """Rows per chunk of a single summary pass over K columns (:func:`~calibrate_cli.predictions.row_chunks`)."""
+    return max(1, _predictions._CHUNK_ELEMENTS // max(k, 1))
+
+
+def _columns(scores: np.ndarray) -> int:
+    """K after validation: a 1-D vector of binary scores becomes two columns."""
+    return 2 if scores.ndim == 1 else int(scores.shape[1])
+
+
+def rechunk(blocks: Iterable[tuple], rows: int | None = None) -> Iterator[tuple]:
+    """The rows of ``blocks`` ((scores, labels) in row order) as pieces of exactly ``rows`` rows (the
+    last one shorter); ``rows`` None: :func:`chunk_rows` of the first block's K."""
+    pending_s: list[np.ndarray] = []
+    pending_y: list[np.ndarray] = []
+    held = 0
+    for scores, labels in blocks:
+        if rows is None:
+            rows = chunk_rows(_columns(scores))
+        start = 0
+        total = scores.shape[0]
+        while start < total:
+            take = min(rows - held, total - start)
+            pending_s.append(scores[start:start + take])
+            pending_y.append(labels[start:start + take])
+            held += take
+            start += take
+            if held == rows:
+                yield _joined(pending_s), _joined(pending_y)
+                pending_s, pending_y, held = [], [], 0
+    if held:
+        yield _joined(pending_s), _joined(pending_y)
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    """One C-ordered array (the layout of a whole array's row chunk: reductions along a row depend on it)."""
+    return np.ascontiguousarray(parts[0] if len(parts) == 1 else np.concatenate(parts))
+
+
+def summarize_blocks(
+    blocks: Iterable[tuple],
+    *,
+    input_kind: str = "logits",
+    n_bins: int = 15,
+    compat: str | None = None,
+    scores_name: str = "scores",
+    labels_name: str = "labels",
+    engine: str | None = None,
+    n_hint: int | None = None,
+    sums_only: bool = False,
+) -> PredictionSummary:
+    """The summary of the concatenation of ``blocks`` ((scores, labels) pairs in row order), equal to
+    :func:`~calibrate_cli.summary.summarize` of the whole arrays with ``sums_only=False`` (module
+    docstring). Each chunk is validated as :func:`~calibrate_cli.predictions.as_predictions`
+    validates the whole: an error's row numbers count from the chunk's first row, so a caller that
+    needs the whole-file message reads the file whole after an :class:`InputError`. ``engine``: as
+    :func:`summarize`'s (None: decided for ``n_hint`` rows, the number of rows when known).
+
+    ``sums_only`` (needs ``n_hint`` = N exactly, e.g. from a Parquet file's metadata): keep the NLL,
+    Brier and top-5 columns as their sums, added chunk by chunk exactly as
+    :func:`~calibrate_cli.summary.summarize` adds them (:class:`~calibrate_cli.sorting.PairwiseSum`):
+    the same :class:`~calibrate_cli.summary.SampleTotals`, 17 bytes per sample less."""
+    compat = check_compat(compat)
+    if sums_only:
+        if not n_hint:
+            raise InputError("sums_only needs the number of rows")
+        sums = _Sums(n_hint)
+    parts: dict[str, list[np.ndarray]] = {}
+    classwise = []
+    first: PredictionSummary | None = None
+    n = 0
+    for scores, labels in rechunk(blocks):
+        if first is None and engine is None:
+            engine = check_engine(None, (n_hint or scores.shape[0]) * _columns(scores))
+        predictions = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name)
+        if first is not None and predictions.k != first.k:
+            raise InputError(f"{scores_name}: rows of {predictions.k} and of {first.k} scores")
+        pieces, stats = _chunk_summaries(predictions, n_bins, compat, scores_name, engine)
+        classwise.append(stats)
+        for piece in pieces:
+            first = first or piece
+            n += piece.n
+            if sums_only:
+                sums.add(piece)
+                piece = replace(piece, nll=None, brier=None, top5=None)
+            for f in fields(PredictionSummary):
+                value = getattr(piece, f.name)
+                if isinstance(value, np.ndarray):
+                    parts.setdefault(f.name, []).append(value)
+        del predictions, pieces, piece, scores, labels
+    if first is None:
+        raise InputError(f"{scores_name}: holds no rows (N = 0)")
+    if sums_only and n != n_hint:
+        raise InputError(f"{scores_name}: {n} rows, but {n_hint} were announced")
+    from .shards import _merge_classwise
+
+    merged = {}
+    for name in list(parts):
+        pieces = parts.pop(name)
+        merged[name] = _joined(pieces) if len(pieces) > 1 else pieces[0]
+        pieces.clear()  # each column's pieces go before the next column is joined
+    extra = dict(nll=None, brier=None, top5=None, totals=sums.totals()) if sums_only else {}
+    return replace(first, n=n, classwise=_merge_classwise(classwise, n, first.k), **merged, **extra)
+
+
+#: score values per sub-chunk where a chunk is computed in parts (:func:`_chunk_summaries`)
+SUB_ELEMENTS = 1 << 16
+
+
+def _chunk_summaries(predictions: Predictions, n_bins: int, compat, scores_name: str, engine: str):
+    """(summaries of consecutive row ranges, classwise statistics) of one chunk of the single pass.
+
+    The numpy engine holds ~7 temporaries of the chunk's size (softmax, ranks, bins, keys); here a
+    chunk of rows·K > :data:`SUB_ELEMENTS` values is computed in sub-chunks of about that many values
+    instead. The per-sample columns are row by row, so they do not change; the classwise counts and
+    Σ[y = k] are whole numbers (exact in any order); Σ p_ik is added value by value in the chunk's
+    row-major order, continuing from the previous sub-chunk's sums (``np.add.at``, unbuffered, in
+    index order), which is the very sequence of additions of the chunk's ``np.bincount``: the
+    chunk's statistics are bit-identical. Only the numpy engine with dense cells (float64, no
+    compat mode); otherwise the chunk is one piece, as in the single pass."""
+    k = predictions.k
+    edges = uniform_edges(n_bins)
+    m = n_bins
+    rows = predictions.n
+    step = max(1, SUB_ELEMENTS // k)
+    split = compat is None and engine == "numpy" and rows > step and k * m <= max(rows * k, 1 << 16)
+    if not split:
+        piece = summarize(predictions, n_bins=n_bins, compat=compat, classwise=True, scores_name=scores_name,
+                          engine=engine)
+        return [piece], piece.classwise
+    from .binning import BinStats, assign_bins
+    from .probabilities import softmax_and_log_normalizer
+
+    count = np.zeros(k * m, dtype=np.int64)
+    sum_p = np.zeros(k * m)
+    sum_y = np.zeros(k * m)
+    offsets = (np.arange(k, dtype=np.int64) * m)[None, :]
+    pieces = []
+    for start in range(0, rows, step):
+        part = Predictions(
+            scores=predictions.scores[start:start + step], labels=predictions.labels[start:start + step],
+            input_kind=predictions.input_kind,
+        )
+        pieces.append(summarize(part, n_bins=n_bins, classwise=False, scores_name=scores_name, engine=engine))
+        # the chunk's classwise statistics, continued (summary._class_bin_statistics, dense, in parts)
+        if part.input_kind == "logits":
+            p = softmax_and_log_normalizer(part.scores, dtype=np.float64)[0]
+        else:
+            p = np.asarray(part.scores, dtype=np.float64)
+        idx = assign_bins(p, edges, lowest_closed=True)
+        keys = idx + offsets
+        r = np.arange(part.n)
+        inside = idx >= 0
+        if inside.all():
+            flat_keys, flat_p = keys.ravel(), p.ravel()
+        else:
+            flat_keys, flat_p = keys[inside], p[inside]
+        true_keys = keys[r, part.labels][inside[r, part.labels]]
+        count += np.bincount(flat_keys, minlength=k * m)
+        np.add.at(sum_p, flat_keys, flat_p.astype(np.float64, copy=False))
+        sum_y += np.bincount(true_keys, minlength=k * m)
+        del p, idx, keys, inside, flat_keys, flat_p
+    stats = BinStats(edges=edges, count=count.reshape(k, m), sum_conf=sum_p.reshape(k, m),
+                     sum_correct=sum_y.reshape(k, m), n=rows)
+    return pieces, stats
+
+
+class _Sums:
+    """The NLL, Brier and top-5 sums of N samples from their chunks, in order: the loop of
+    :func:`~calibrate_cli.summary.summarize` with ``sums_only``, on the same chunk columns."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.nll, self.scaled, self.brier = PairwiseSum(n), PairwiseSum(n), PairwiseSum(n)
+        self.inf, self.top5 = 0, None
+
+    def add(self, piece: PredictionSummary) -> None:
+        nll_c = piece.nll
+        infinite = np.isinf(nll_c)
+        if infinite.any():
+            self.inf += int(np.count_nonzero(infinite))
+            nll_c = np.where(infinite, 0.0, nll_c)
+        self.nll.add(nll_c)
+        self.scaled.add(nll_c / float(self.n))
+        self.brier.add(piece.brier)
+        if piece.top5 is not None:
+            self.top5 = (self.top5 or 0) + int(np.count_nonzero(piece.top5))
+
+    def totals(self) -> SampleTotals:
+        return SampleTotals(self.nll.total(), self.scaled.total(), self.inf, self.brier.total(), self.top5)
