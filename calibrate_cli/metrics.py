@@ -37,7 +37,7 @@ from .metric_registry import (
 )
 from .predictions import InputKind, as_predictions
 from .sorting import sort_by_confidence
-from .summary import PredictionSummary, check_compat, summarize
+from .summary import PredictionSummary, SampleTotals, check_compat, summarize
 
 __all__ = [
     "DEFAULT_N_BINS",
@@ -135,16 +135,10 @@ def summary_sums(
     if mass is None and "mass" in needed:
         mass = equal_mass_bins(s.confidences, s.correct, n_bins, compat=s.compat, sorted_confidences=ordered[0])
     confident = s.confidences >= S99_THRESHOLD
-    if s.totals is not None:
-        return _sums_from_totals(s, width, mass, confident, needed, ordered)
-    infinite = ~np.isfinite(s.nll)
-    finite_nll = np.where(infinite, 0.0, s.nll) if infinite.any() else s.nll
-    nll_scale = 1.0
-    with np.errstate(over="ignore"):
-        nll_sum = np.sum(finite_nll, dtype=np.float64)
-    if math.isinf(nll_sum):  # finite terms whose sum overflows (logits near 1e308): sum them divided by N
-        nll_scale = float(s.n)
-        nll_sum = np.sum(np.asarray(finite_nll, dtype=np.float64) / nll_scale)
+    t = s.totals if s.totals is not None else _column_totals(s)
+    nll_sum, nll_scale = t.nll_sum, 1.0
+    if math.isinf(nll_sum):  # finite terms whose sum overflows (logits near 1e308): their sum divided by N
+        nll_sum, nll_scale = t.nll_sum_scaled, float(s.n)
     return MetricSums(
         n=s.n,
         width=_batch_of_one(width),
@@ -153,9 +147,9 @@ def summary_sums(
         conf=one(np.sum(s.confidences, dtype=np.float64)),
         nll=one(nll_sum),
         nll_scale=nll_scale,
-        nll_inf=one(np.count_nonzero(infinite)),
-        brier=one(np.sum(s.brier, dtype=np.float64)),
-        top5=None if s.top5 is None else one(np.count_nonzero(s.top5)),
+        nll_inf=one(t.nll_inf),
+        brier=one(t.brier_sum),
+        top5=None if t.top5_count is None else one(t.top5_count),
         s99=one(np.count_nonzero(confident)),
         s99_correct=one(np.count_nonzero(confident & s.correct)),
         classwise_gap=_classwise_gap(s, needed),
@@ -163,6 +157,18 @@ def summary_sums(
         samples=_samples(ordered, needed),
         class_samples=_class_samples(s, needed),
     )
+
+
+def _column_totals(s: PredictionSummary) -> SampleTotals:
+    """The :class:`~calibrate_cli.summary.SampleTotals` of a summary that kept the per-sample columns:
+    each total ``np.sum`` of its column (pairwise, in sample order), what ``sums_only`` streams."""
+    infinite = ~np.isfinite(s.nll)
+    finite_nll = np.where(infinite, 0.0, s.nll) if infinite.any() else s.nll
+    with np.errstate(over="ignore"):
+        nll_sum = float(np.sum(finite_nll, dtype=np.float64))
+    scaled = float(np.sum(np.asarray(finite_nll, dtype=np.float64) / s.n)) if math.isinf(nll_sum) else nll_sum / s.n
+    top5 = None if s.top5 is None else int(np.count_nonzero(s.top5))
+    return SampleTotals(nll_sum, scaled, int(np.count_nonzero(infinite)), float(np.sum(s.brier, dtype=np.float64)), top5)
 
 
 def _class_samples(s: PredictionSummary, needed) -> ClassSamples | None:
@@ -192,33 +198,6 @@ def _classwise_gap(s: PredictionSummary, needed) -> np.ndarray | None:
     if s.compat:  # the reference code averages over classes 0..max(label)
         gap = gap[: int(s.labels.max()) + 1]
     return gap[None]
-
-
-def _sums_from_totals(s: PredictionSummary, width, mass, confident, needed, ordered) -> MetricSums:
-    """:func:`summary_sums` of a summary that kept only the sums of its NLL, Brier and top-5 columns
-    (the same numbers: each total is ``np.sum`` of the column)."""
-    t, one = s.totals, lambda x: np.array([x], dtype=np.float64)  # noqa: E731
-    nll_sum, nll_scale = t.nll_sum, 1.0
-    if math.isinf(nll_sum):
-        nll_sum, nll_scale = t.nll_sum_scaled, float(s.n)
-    return MetricSums(
-        n=s.n,
-        width=_batch_of_one(width),
-        mass=None if mass is None else _batch_of_one(mass),
-        correct=one(np.count_nonzero(s.correct)),
-        conf=one(np.sum(s.confidences, dtype=np.float64)),
-        nll=one(nll_sum),
-        nll_scale=nll_scale,
-        nll_inf=one(t.nll_inf),
-        brier=one(t.brier_sum),
-        top5=None if t.top5_count is None else one(t.top5_count),
-        s99=one(np.count_nonzero(confident)),
-        s99_correct=one(np.count_nonzero(confident & s.correct)),
-        classwise_gap=_classwise_gap(s, needed),
-        classwise_classes=None,
-        samples=_samples(ordered, needed),
-        class_samples=_class_samples(s, needed),
-    )
 
 
 def _point(summary: PredictionSummary, names, n_bins: int = DEFAULT_N_BINS, **bins) -> dict[str, float]:
