@@ -205,6 +205,19 @@ def _text_labels(cells: Sequence[str], label: str, column: str, classes: Sequenc
     return out
 
 
+def _column_spec(table: _Table, key: str | None, score_cols: str | None, label: str) -> str | None:
+    """The score columns asked for, after ':' or as score columns (not both); one line when the table
+    has no columns or the spec is empty."""
+    if key is not None and score_cols is not None:
+        raise InputError(f"{label}: columns given twice (after ':' and as score columns); give one")
+    spec = score_cols if score_cols is not None else key
+    if spec is not None and not spec.strip():
+        raise InputError(f"{label}: no columns after ':' (columns: {', '.join(table.names) or 'none'})")
+    if not table.names:
+        raise InputError(f"{label}: holds no columns")
+    return spec
+
+
 def _choose(table: _Table, spec: str | None, exclude: int | None) -> list[str]:
     from ..io import _CsvTable, _score_columns
 
@@ -224,13 +237,7 @@ def read_table(
 
     table = _Table(path, label)
     pa = table.pa
-    if key is not None and score_cols is not None:
-        raise InputError(f"{label}: columns given twice (after ':' and as score columns); give one")
-    spec = score_cols if score_cols is not None else key
-    if spec is not None and not spec.strip():
-        raise InputError(f"{label}: no columns after ':' (columns: {', '.join(table.names) or 'none'})")
-    if not table.names:
-        raise InputError(f"{label}: holds no columns")
+    spec = _column_spec(table, key, score_cols, label)
     if labels_only:
         columns = _choose(table, spec, None)
         if len(columns) != 1:
@@ -303,13 +310,7 @@ def iter_table(
     from ..io import _column_index
 
     table = _Table(path, label)
-    if key is not None and score_cols is not None:
-        raise InputError(f"{label}: columns given twice (after ':' and as score columns); give one")
-    spec = score_cols if score_cols is not None else key
-    if spec is not None and not spec.strip():
-        raise InputError(f"{label}: no columns after ':' (columns: {', '.join(table.names) or 'none'})")
-    if not table.names:
-        raise InputError(f"{label}: holds no columns")
+    spec = _column_spec(table, key, score_cols, label)
     col = None if label_col is None else _column_index(table.names, label_col, len(table.names), label)
     columns = _choose(table, spec, col)
     label_name = None if col is None else table.names[col]
