@@ -22,6 +22,8 @@ from typing import Callable
 
 import numpy as np
 
+from ..io import _is_number
+
 #: characters of text parsed per np.loadtxt call (~22k rows of 10 scores; the text and its parse are
 #: held at once: 2 MB keeps them small next to the summary's own chunk, at loadtxt's speed)
 TEXT_BLOCK = 2 << 20
@@ -62,14 +64,6 @@ def _parse(text: str, width: int, dtype=None) -> np.ndarray:
     if dtype is None and values.shape[0] and values.shape[1] != width:
         raise _Fallback
     return values
-
-
-def _is_number(cell: str) -> bool:
-    try:
-        float(cell)
-    except ValueError:
-        return False
-    return True
 
 
 def _plan(block: str, width: int, columns: list[int], label_index, names):
