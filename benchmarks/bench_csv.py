@@ -26,10 +26,15 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_fused import run_child  # noqa: E402
+from bench_fused import in_fresh_process, run_child  # noqa: E402
 
 
 def write_data(directory: Path, n: int, k: int, seed: int = 0) -> dict:
+    """The files (CSV, .npy, Parquet), written by a fresh process once (:func:`in_fresh_process`)."""
+    return in_fresh_process(_write_data, directory, n, k, seed)
+
+
+def _write_data(directory: Path, n: int, k: int, seed: int = 0) -> dict:
     paths = {"csv": directory / f"big_{n}x{k}.csv", "x": directory / f"x_{n}x{k}.npy", "y": directory / f"y_{n}x{k}.npy"}
     if not paths["csv"].exists():
         rng = np.random.default_rng(seed)

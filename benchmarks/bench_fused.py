@@ -27,7 +27,22 @@ from pathlib import Path
 import numpy as np
 
 
+def in_fresh_process(function, *args):
+    """``function(*args)`` run in a new (spawned) Python process: the data a benchmark writes never
+    grows this process, whose peak RSS every child it starts would inherit (Linux keeps a process's
+    peak across exec, and ``os.wait4`` reports the larger of the two)."""
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(function, args)
+
+
 def write_data(directory: Path, n: int, k: int, seed: int = 0) -> tuple[Path, Path]:
+    """(x.npy, y.npy) of N × K float32 logits and their labels, written by a fresh process once."""
+    return in_fresh_process(_write_data, directory, n, k, seed)
+
+
+def _write_data(directory: Path, n: int, k: int, seed: int = 0) -> tuple[Path, Path]:
     x, y = directory / f"x_{n}x{k}.npy", directory / f"y_{n}x{k}.npy"
     if not x.exists():
         rng = np.random.default_rng(seed)

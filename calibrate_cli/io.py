@@ -662,9 +662,11 @@ def stream_scores(
     score_cols: str | None = None,
     header: bool | None = None,
 ):
-    """(number of rows or an upper bound, whether it is exact, blocks) where ``blocks`` yields SCORES' (scores, labels)
+    """(number of rows, whether it is certain, blocks) where ``blocks`` yields SCORES' (scores, labels)
     in row order, block by block (:mod:`calibrate_cli.stream`), or None when this file is read whole
-    (any type but CSV and table files, or a CSV file only the full reader handles).
+    (any type but CSV and table files, or a CSV file only the full reader handles). A table's N is
+    its metadata's; a CSV file's is counted from its lines, a guess that blank or odd lines can miss
+    (:class:`~calibrate_cli.stream.RowCountMismatch` then, from an exact-N summary pass).
 
     Iterating ``blocks`` raises :class:`NotStreamed` or an InputError whose row numbers may count
     from a block: on either, read the file with :func:`read_scores` for the whole-file message."""
@@ -699,7 +701,8 @@ def stream_scores(
         except csvfast.Fallback:
             raise NotStreamed(label) from None
 
-    return csvfast._count_lines(path), False, blocks()
+    # N as a guess (the lines, less empty ones and the header): the summary pass checks it
+    return csvfast.count_data_rows(path, found[0] is not None), False, blocks()
 
 
 def load_array(source: str | os.PathLike) -> np.ndarray:

@@ -79,8 +79,10 @@ def test_a_list_column_holds_the_k_scores(runner, tmp_path, data, kind):
     assert got == npy_metrics(runner, tmp_path)
 
 
-@pytest.mark.parametrize("suffix", [".feather", ".arrow", "stream.arrow"])
+@pytest.mark.parametrize("suffix", [".feather", "v1.feather", ".arrow", "stream.arrow"])
 def test_arrow_ipc_and_feather(runner, tmp_path, data, suffix):
+    import warnings
+
     import pyarrow.feather as feather
 
     logits, labels = data
@@ -88,6 +90,11 @@ def test_arrow_ipc_and_feather(runner, tmp_path, data, suffix):
     path = tmp_path / f"p{suffix}"
     if suffix == ".feather":
         feather.write_feather(table, path, chunksize=25)  # lz4-compressed record batches
+    elif suffix == "v1.feather":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            feather.write_feather(table, path, version=1)  # the legacy format old pandas wrote
+        assert path.read_bytes()[:4] == b"FEA1"
     else:
         with pa.OSFile(str(path), "wb") as sink:
             new = pa.ipc.new_stream if suffix.startswith("stream") else pa.ipc.new_file

@@ -176,3 +176,76 @@ def test_a_single_chunk_runs_without_a_thread_pool(monkeypatch):
     monkeypatch.setattr(predictions, "_CHUNK_ELEMENTS", 1000)  # several chunks: the pool runs them
     with pytest.raises(AssertionError, match="thread pool"):
         evaluate(logits, labels)
+
+
+@pytest.mark.parametrize(
+    "text, header, rows",
+    [
+        ("a,b\n1,2\n3,4\n", True, 2),
+        ("a,b\n1,2\n3,4", True, 2),  # no newline after the last row
+        ("1,2\r\n3,4\r\n", False, 2),  # CRLF
+        ("\n\r\na,b\n1,2\n3,4\n\n\r\n\n", True, 2),  # empty lines before the first row and after the last
+        ("a,b\n1,2\n\n3,4\n", True, 3),  # an empty line between rows: missed (the summary pass finds it)
+        ("", False, 0),
+        ("\n\n", False, 0),
+    ],
+)
+def test_count_data_rows_counts_lines_less_empty_ones_at_the_ends_and_the_header(tmp_path, text, header, rows):
+    path = tmp_path / "f.csv"
+    path.write_bytes(text.encode())
+    assert csvfast.count_data_rows(path, header) == rows
+
+
+def test_count_data_rows_of_a_file_of_many_read_blocks(tmp_path):
+    row = b"0.5,0.25\n"
+    text = b"a,b\n" + row * 300_000 + b"\n\n"  # 2.7 MB: three 1 MiB reads
+    path = tmp_path / "big.csv"
+    path.write_bytes(text)
+    assert csvfast.count_data_rows(path, True) == 300_000
+
+
+def test_a_csv_streams_with_n_known_in_advance_its_columns_in_place(tmp_path, small_chunks):
+    """The CSV's line count gives N: NLL, Brier and top-5 are kept as sums, the other columns written
+    into arrays of N (labels narrowed to uint8), and every metric stays bit-identical."""
+    logits, labels = _data(2000, 7, seed=5)
+    path = tmp_path / "p.csv"
+    _write_csv(path, logits, labels)
+    n_hint, exact, blocks = stream_scores(path, label_col="label")
+    assert (n_hint, exact) == (2000, False)
+    summary = summarize_blocks(blocks, n_hint=n_hint, sums_only=True)
+    assert summary.nll is None and summary.totals is not None and summary.labels.dtype == np.uint8
+    assert np.array_equal(summary.labels, labels)
+    whole = summarize_data(logits, labels, sums_only=True).summary
+    assert summary.totals == whole.totals and np.array_equal(summary.confidences, whole.confidences)
+    assert report_from_summary(summary).metrics == evaluate(logits, labels).metrics
+
+
+@pytest.mark.parametrize("n_hint", [1999, 2001])
+def test_a_wrong_row_count_is_found_before_a_row_is_written_out_of_place(small_chunks, n_hint):
+    logits, labels = _data(2000, 4)
+    blocks = ((logits[i:i + 300], labels[i:i + 300]) for i in range(0, 2000, 300))
+    with pytest.raises(stream.RowCountMismatch, match="announced"):
+        summarize_blocks(blocks, n_hint=n_hint, sums_only=True)
+
+
+def test_cli_eval_of_a_csv_whose_line_count_misses_streams_again_and_gives_the_same_numbers(
+    tmp_path, runner, small_chunks, monkeypatch
+):
+    """Empty lines between rows: the line count guesses too many rows; the exact-N pass finds it and
+    the file is streamed again keeping the columns: the .npy's numbers."""
+    logits, labels = _data()
+    path = tmp_path / "gaps.csv"
+    _write_csv(path, logits, labels)
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:700] + ["\n\n\n"] + lines[700:]))
+    assert csvfast.count_data_rows(path, True) == N + 3
+    np.save(tmp_path / "z.npy", logits)
+    np.save(tmp_path / "y.npy", labels)
+    modes = []
+    real = stream.summarize_blocks
+    monkeypatch.setattr(stream, "summarize_blocks", lambda *a, **k: modes.append(k["sums_only"]) or real(*a, **k))
+    result = runner.invoke(cli, ["eval", str(path), "--labels", "label", "-f", "json"])
+    assert result.exit_code == 0, result.output + result.stderr
+    assert modes == [True, False]
+    reference = runner.invoke(cli, ["eval", str(tmp_path / "z.npy"), str(tmp_path / "y.npy"), "-f", "json"])
+    assert json.loads(result.stdout)["metrics"] == json.loads(reference.stdout)["metrics"]

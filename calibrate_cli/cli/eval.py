@@ -279,21 +279,30 @@ def _streamed(scores, label_col, *, input_kind, n_bins, compat, device, extra_me
     reader then gives its message, with row numbers counted over the whole file)."""
     from ..evaluate import report_from_summary
     from ..io import NotStreamed, stream_scores
-    from ..stream import summarize_blocks
+    from ..stream import RowCountMismatch, summarize_blocks
 
     from .options import _csv_settings
 
     header, score_cols = _csv_settings()
     labels_name = f"{scores}[{label_col}]"
-    try:
+
+    def summarise(sums_only: bool):
         found = stream_scores(scores, label_col=label_col, score_cols=score_cols, header=header)
         if found is None:
             return None
-        n_hint, exact, blocks = found
-        summary = summarize_blocks(
+        n_hint, _, blocks = found
+        return summarize_blocks(
             blocks, input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=scores, labels_name=labels_name,
-            n_hint=n_hint, sums_only=exact,  # sums as evaluate keeps them, where N is known before the rows
+            n_hint=n_hint, sums_only=sums_only and bool(n_hint),  # sums as evaluate keeps them, where N is known
         )
+
+    try:
+        try:
+            summary = summarise(True)
+        except RowCountMismatch:  # a CSV file's line count missed (odd blank lines): again, keeping the columns
+            summary = summarise(False)
+        if summary is None:
+            return None
     except (InputError, NotStreamed):
         return None
     return report_from_summary(

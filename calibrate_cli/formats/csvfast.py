@@ -44,6 +44,35 @@ def _count_lines(path: Path) -> int:
     return n + 1
 
 
+def count_data_rows(path: Path, header: bool) -> int:
+    """The rows of data a well-formed CSV file most likely holds: its lines (a last one without a
+    newline counted), less the empty lines before the first row and after the last, and less the
+    header. One ``bytes.count`` pass in 1 MiB reads (~0.05 s per 100 MB). A guess for an exact-N
+    summary pass, which checks it against the rows read: empty lines between rows, a lone-``\\r``
+    file make it miss, and the pass then finds the difference."""
+    lines = 0
+    with open(path, "rb") as f:
+        head = f.read(1 << 12)
+        while True:
+            block = f.read(1 << 20)  # small reads: the count adds no memory to speak of
+            if not block:
+                break
+            lines += block.count(b"\n")
+        lines += head.count(b"\n")
+        size = f.tell()
+        f.seek(max(0, size - (1 << 12)))
+        tail = f.read()
+    if not size:
+        return 0
+    leading = head[: len(head) - len(head.lstrip(b"\r\n"))].count(b"\n")
+    body = tail.rstrip(b"\r\n")
+    if tail.endswith(b"\n"):
+        trailing = tail[len(body):].count(b"\n") - 1  # the first newline ends the last row
+    else:
+        trailing, lines = 0, lines + 1
+    return max(0, lines - leading - trailing - int(header))
+
+
 #: characters kept of a class-name label (a longer one goes to the full reader) and of an ignored text cell
 LABEL_CHARS, IGNORED_CHARS = 64, 16
 

@@ -6,7 +6,8 @@ column holding the K scores of each row. The labels are a numeric column of clas
 text (or dictionary/categorical) column of class names, mapped to the score columns' names as in CSV
 (:func:`calibrate_cli.io.class_names_of`). The table is read by Parquet row group / Arrow record
 batch, and only the chosen columns, into the result arrays: it is never decoded whole (memory: the
-result plus one row group of the chosen columns).
+result plus one row group of the chosen columns). Legacy Feather v1 files (no record batches) are
+read whole.
 
 Refused with one line naming the file: a column that is missing, not numbers (text among the scores,
 binary data such as a pickled object, structs, maps, nested lists), a null value, list rows of
@@ -45,6 +46,10 @@ class _Table:
                 self._parquet = pq.ParquetFile(os.fspath(path), memory_map=False, pre_buffer=False)
                 self.schema = self._parquet.schema_arrow
                 self.n_rows = self._parquet.metadata.num_rows
+            elif _is_feather_v1(path):
+                self._parquet = self._reader = None
+                self._v1 = _read_feather_v1(path)
+                self.schema, self.n_rows = self._v1.schema, self._v1.num_rows
             else:
                 self._parquet = None
                 # read (not memory-mapped: mapped pages would stay in the process's memory) batch by batch
@@ -79,6 +84,8 @@ class _Table:
                     part = self._parquet.read_row_group(i, columns=columns, use_threads=False)
                     yield from part.combine_chunks().to_batches()
                     del part
+            elif self._reader is None:  # Feather v1: read whole at open
+                yield from self._v1.select(columns).combine_chunks().to_batches()
             elif self._stream:
                 for batch in self._reader:
                     yield batch.select(columns)
@@ -91,6 +98,27 @@ class _Table:
             raise
         except Exception as exc:
             raise InputError(f"{self.label}: truncated or corrupt {self.kind} file ({one_line(exc)})") from None
+
+
+def _is_feather_v1(path: Path) -> bool:
+    """Feather v1 (pandas' ``to_feather`` before pyarrow 0.17): the magic ``FEA1`` at both ends."""
+    with open(path, "rb") as f:
+        if f.read(4) != b"FEA1":
+            return False
+        f.seek(-4, os.SEEK_END)
+        return f.read(4) == b"FEA1"
+
+
+def _read_feather_v1(path: Path):
+    """A legacy Feather v1 file, whole (the format has no record batches to read one by one;
+    pyarrow has deprecated writing it, not reading it)."""
+    import warnings
+
+    import pyarrow.feather as feather
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return feather.read_table(os.fspath(path), memory_map=False)
 
 
 def _describe(t) -> str:
