@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import InputError
+from .sorting import order_statistics
 
 __all__ = [
     "BinStats",
@@ -83,7 +84,9 @@ def equal_mass_edges(values: np.ndarray, n_bins: int, *, sorted_values: np.ndarr
     """Equal-mass (adaptive) edges of the reference code (Mukhoti et al. 2020, ``histedges_equalN``).
 
     ``e = np.interp(np.linspace(0, N, M + 1), np.arange(N), np.sort(values))``: e_0 is the smallest
-    value, e_M the largest, and the inner edges interpolate the sorted values. ``sorted_values``:
+    value, e_M the largest, and the inner edges interpolate the sorted values. Only the 2(M + 1)
+    order statistics around the x's are read: float64 values are selected in O(N)
+    (:func:`~calibrate_cli.sorting.order_statistics`), never sorted. ``sorted_values``:
     ``np.sort(values)`` when already at hand (in a dtype that holds the values exactly).
     """
     m = _check_n_bins(n_bins)
@@ -91,14 +94,19 @@ def equal_mass_edges(values: np.ndarray, n_bins: int, *, sorted_values: np.ndarr
     n = values.shape[0]
     if n == 0:
         raise InputError("cannot compute equal-mass bin edges of 0 values")
-    ordered = np.sort(values) if sorted_values is None else sorted_values
     x = np.linspace(0, n, m + 1)
     # np.interp over xp = 0..N−1 reads only the two order statistics around each x: interpolating on
     # those points alone is the same arithmetic (same interval, slope and offset), without the (N,)
     # float64 copy of arange(N) that np.interp would make
     below = np.clip(np.floor(x).astype(np.int64), 0, n - 1)
     points = np.unique(np.concatenate([below, np.minimum(below + 1, n - 1)]))
-    return np.interp(x, points.astype(np.float64), np.asarray(ordered[points], dtype=np.float64))
+    if sorted_values is not None:
+        at_points = sorted_values[points]
+    elif values.dtype == np.float64:  # selected, not sorted: no (N,) copy (calibrate_cli.sorting)
+        at_points = order_statistics(values, points)
+    else:
+        at_points = np.sort(values)[points]
+    return np.interp(x, points.astype(np.float64), np.asarray(at_points, dtype=np.float64))
 
 
 def assign_bins(values: np.ndarray, edges: np.ndarray, *, lowest_closed: bool = True) -> np.ndarray:

@@ -317,6 +317,7 @@ def evaluate(
         data.summary, input_kind=input_kind, n_bins=n_bins, scores_name=scores_name, predictions=data.predictions,
         bootstrap=bootstrap, ci_level=ci_level, ci_method=ci_method, seed=seed, device=device, progress=progress,
         bootstrap_metrics=bootstrap_metrics, metrics=metrics, summary_device=None if bootstrap else device,
+        consume=True,  # the summary was made here and is dropped
     )
 
 
@@ -336,21 +337,29 @@ def report_from_summary(
     bootstrap_metrics=None,
     metrics=None,
     summary_device: str | None = None,
+    consume: bool = False,
 ) -> EvalReport:
     """The :class:`EvalReport` of one summary pass (of one data set, or of merged shards:
     :mod:`calibrate_cli.shards`). ``bootstrap=B`` also needs the validated ``predictions``;
     ``metrics`` as :func:`evaluate`'s (the opt-in classwise metrics need the ``predictions``, or a
     summary that holds their sorted classes). ``summary_device``: where the summary pass ran
-    (recorded; None: "cpu")."""
+    (recorded; None: "cpu"). ``consume`` (no bootstrap): the caller drops ``summary`` afterwards, so
+    its confidences may be sorted in place (:func:`~calibrate_cli.metrics.summary_sums`): one (N,)
+    float64 array less at the peak, the same numbers."""
     compat = summary.compat
     if predictions is not None:
         summary = with_optional_sums(summary, predictions, n_bins, _union(metrics, bootstrap_metrics if bootstrap else None))
     width = equal_width_bins(summary.confidences, summary.correct, n_bins, compat=compat)
-    # one sort serves AdaECE's edges, KS-CE and SmoothECE (calibrate_cli.sorting)
-    ordered = sort_by_confidence(summary.confidences, summary.correct)
-    mass = equal_mass_bins(summary.confidences, summary.correct, n_bins, compat=compat, sorted_confidences=ordered[0])
-    metrics = metrics_from_summary(summary, n_bins, width=width, mass=mass, ordered=ordered)
-    del ordered
+    if consume and not bootstrap:
+        # AdaECE's edges selected (no sort), then the metrics sort the confidences in their own buffer
+        mass = equal_mass_bins(summary.confidences, summary.correct, n_bins, compat=compat)
+        metrics = metrics_from_summary(summary, n_bins, width=width, mass=mass, consume=True)
+    else:
+        # one sort serves AdaECE's edges, KS-CE and SmoothECE (calibrate_cli.sorting)
+        ordered = sort_by_confidence(summary.confidences, summary.correct)
+        mass = equal_mass_bins(summary.confidences, summary.correct, n_bins, compat=compat, sorted_confidences=ordered[0])
+        metrics = metrics_from_summary(summary, n_bins, width=width, mass=mass, ordered=ordered)
+        del ordered
     warnings = []
     if summary.totals is not None:
         n_inf = summary.totals.nll_inf

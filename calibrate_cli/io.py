@@ -54,7 +54,9 @@ __all__ = [
     "InputFormat",
 ]
 
-MMAP_THRESHOLD_BYTES = 256 << 20
+#: a .npy file larger than this is memory-mapped, not read: a pass reads it chunk by chunk and gives
+#: the pages back (calibrate_cli.pages), so neither scores nor labels stay resident whole
+MMAP_THRESHOLD_BYTES = 16 << 20
 _NPY_MAGIC = b"\x93NUMPY"
 
 

@@ -114,6 +114,7 @@ def summary_sums(
     width: BinStats | None = None,
     mass: BinStats | None = None,
     ordered: tuple[np.ndarray, np.ndarray] | None = None,
+    consume: bool = False,
 ) -> MetricSums:
     """The sufficient sums (:class:`~calibrate_cli.metric_registry.MetricSums`, batch of 1) of a summary.
 
@@ -125,16 +126,31 @@ def summary_sums(
     ``ordered``: (confidences ascending, correctness in that order), from
     :func:`~calibrate_cli.sorting.sort_by_confidence`; sorted here (once, for AdaECE's edges, KS-CE
     and SmoothECE) when needed and not given.
+
+    ``consume``: the summary is not used afterwards (the caller made it and drops it): the
+    confidences are sorted in their own buffer (no (N,) copy; they are read in sample order first,
+    for every sum that depends on that order) and AdaECE's edges are selected, not sorted for.
     """
     needed = sums_needed(names)
     s, one = summary, lambda x: np.array([x], dtype=np.float64)  # noqa: E731
+    consume = consume and _sortable_in_place(s.confidences) and s.compat is None
     if width is None:
         width = equal_width_bins(s.confidences, s.correct, n_bins, compat=s.compat)
-    if ordered is None and ("samples" in needed or (mass is None and "mass" in needed)):
+    if ordered is None and not consume and ("samples" in needed or (mass is None and "mass" in needed)):
         ordered = sort_by_confidence(s.confidences, s.correct)
     if mass is None and "mass" in needed:
-        mass = equal_mass_bins(s.confidences, s.correct, n_bins, compat=s.compat, sorted_confidences=ordered[0])
+        sorted_conf = None if ordered is None else ordered[0]
+        mass = equal_mass_bins(s.confidences, s.correct, n_bins, compat=s.compat, sorted_confidences=sorted_conf)
     confident = s.confidences >= S99_THRESHOLD
+    in_order = dict(  # the sums over the samples in their order, before an in-place sort reorders them
+        correct=one(np.count_nonzero(s.correct)),
+        conf=one(np.sum(s.confidences, dtype=np.float64)),
+        s99=one(np.count_nonzero(confident)),
+        s99_correct=one(np.count_nonzero(confident & s.correct)),
+    )
+    del confident
+    if ordered is None and "samples" in needed:
+        ordered = sort_by_confidence(s.confidences, s.correct, in_place=True)
     t = s.totals if s.totals is not None else _column_totals(s)
     nll_sum, nll_scale = t.nll_sum, 1.0
     if math.isinf(nll_sum):  # finite terms whose sum overflows (logits near 1e308): their sum divided by N
@@ -143,20 +159,21 @@ def summary_sums(
         n=s.n,
         width=_batch_of_one(width),
         mass=None if mass is None else _batch_of_one(mass),
-        correct=one(np.count_nonzero(s.correct)),
-        conf=one(np.sum(s.confidences, dtype=np.float64)),
         nll=one(nll_sum),
         nll_scale=nll_scale,
         nll_inf=one(t.nll_inf),
         brier=one(t.brier_sum),
         top5=None if t.top5_count is None else one(t.top5_count),
-        s99=one(np.count_nonzero(confident)),
-        s99_correct=one(np.count_nonzero(confident & s.correct)),
+        **in_order,
         classwise_gap=_classwise_gap(s, needed),
         classwise_classes=None,
         samples=_samples(ordered, needed),
         class_samples=_class_samples(s, needed),
     )
+
+
+def _sortable_in_place(conf) -> bool:
+    return isinstance(conf, np.ndarray) and conf.dtype == np.float64 and conf.flags.c_contiguous and conf.flags.writeable
 
 
 def _column_totals(s: PredictionSummary) -> SampleTotals:
@@ -222,6 +239,7 @@ def metrics_from_summary(
     width: BinStats | None = None,
     mass: BinStats | None = None,
     ordered: tuple[np.ndarray, np.ndarray] | None = None,
+    consume: bool = False,
 ) -> dict[str, float | None]:
     """Every metric of docs/metrics.md as a dict keyed by :data:`METRIC_NAMES` (None where undefined).
 
@@ -230,9 +248,10 @@ def metrics_from_summary(
     metric is its registry entry's function of the summary's sums (:func:`summary_sums`). The opt-in
     classwise metrics (not in :data:`~calibrate_cli.metric_registry.DEFAULT_METRICS`: ACE, classwise
     RMS/KS) are in the dict only when the summary holds their sorted classes (``summary.class_sorted``).
+    ``consume``: as :func:`summary_sums`' (the summary's confidences are then reordered).
     """
     names = [spec.name for spec in METRICS if spec.by_default or all(_summary_has(summary, f) for f in spec.needs)]
-    point = _point(summary, names, n_bins, width=width, mass=mass, ordered=ordered)
+    point = _point(summary, names, n_bins, width=width, mass=mass, ordered=ordered, consume=consume)
     return {name: None if math.isnan(v) else v for name, v in point.items()}
 
 

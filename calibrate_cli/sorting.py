@@ -8,7 +8,12 @@ int64 sort of packed keys: a confidence in [0, 2) is a non-negative float64 whos
 numpy sorts int64 with SIMD (x86-simd-sort): ~10× faster than the stable ``argsort`` it replaces,
 and no (N,) index array or gathered copies are made. The order within a run of equal confidences
 is irrelevant to every consumer: AdaECE's edges read order statistics (values only), KS-CE is
-evaluated at the end of each run of ties, SmoothECE adds each sample's share to grid nodes.
+evaluated at the end of each run of ties, SmoothECE adds each sample's share to grid nodes. With
+``in_place=True`` the keys are made in the confidences' own buffer (no (N,) int64 copy).
+
+:func:`order_statistics` gives the few order statistics AdaECE's edges read (``np.sort(v)[r]`` for
+given ranks r) without sorting or copying the N values: bucket counts over the values' range, then
+only the values of the buckets that hold a wanted rank (exact, O(N), memory ∝ those buckets).
 
 :class:`PairwiseSum` reproduces numpy's pairwise summation (``pairwise_sum`` in
 numpy/_core/src/umath/loops_utils.h.src: blocks of ≤ 128 values summed with 8 accumulators, longer
@@ -21,23 +26,31 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["sort_by_confidence", "ks_from_sorted", "PairwiseSum"]
+__all__ = ["order_statistics", "sort_by_confidence", "ks_from_sorted", "PairwiseSum"]
 
 #: samples per piece in the chunked passes over sorted samples (bounded temporaries)
 PIECE = 1 << 18
 
 
-def sort_by_confidence(conf: np.ndarray, correct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def sort_by_confidence(conf: np.ndarray, correct: np.ndarray, *, in_place: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(conf ascending as float64, correct in the same order as bool): one packed int64 sort.
 
-    Confidences outside [0, 2) (never the case for probabilities; kept for safety) fall back to a
-    stable argsort."""
+    ``in_place``: the keys are made and sorted in ``conf``'s own buffer (a writeable C-contiguous
+    float64 array), which then holds the sorted confidences: no (N,) int64 copy; ``correct`` is
+    untouched. Confidences outside [0, 2) (never the case for probabilities; kept for safety) fall
+    back to a stable argsort (and a copy)."""
     conf64 = np.asarray(conf, dtype=np.float64)
     correct = np.asarray(correct, dtype=bool)
     if conf64.shape[0] == 0 or not (conf64.min() >= 0.0 and conf64.max() < 2.0):
         order = np.argsort(conf64, kind="stable")
         return conf64[order], correct[order]
-    keys = conf64.view(np.int64) << 1  # a new array: conf is untouched
+    if in_place:
+        if conf64 is not conf or not conf64.flags.c_contiguous or not conf64.flags.writeable:
+            raise ValueError("in_place needs a writeable C-contiguous float64 array")
+        keys = conf64.view(np.int64)
+        keys <<= 1
+    else:
+        keys = conf64.view(np.int64) << 1  # a new array: conf is untouched
     keys |= correct
     keys.sort()
     low_bytes = keys.view(np.uint8)[:: keys.itemsize]  # a strided view of each key's least significant byte
@@ -46,6 +59,91 @@ def sort_by_confidence(conf: np.ndarray, correct: np.ndarray) -> tuple[np.ndarra
     correct_sorted = (low_bytes & 1).view(bool)  # (N,) bytes, no (N,) int64 temporary
     keys >>= 1
     return keys.view(np.float64), correct_sorted
+
+
+#: buckets per counting pass of :func:`order_statistics`, and the most values it gathers to sort
+SELECT_BUCKETS, SELECT_GATHER = 1 << 16, 1 << 20
+
+
+def order_statistics(values: np.ndarray, ranks) -> np.ndarray:
+    """``np.sort(values)[ranks]`` (float64 values, finite; ranks in [0, N)), exactly, without sorting
+    or copying the N values: the selection AdaECE's edges need (:func:`~calibrate_cli.binning.equal_mass_edges`).
+
+    A set of values is kept as the closed range [lo, hi] of its smallest and largest member (every
+    value in that range is a member) and the number of values below it. A pass counts the members
+    per bucket b = ⌊(v − lo)·B/(hi − lo)⌋ (B = :data:`SELECT_BUCKETS`), a non-decreasing function of
+    v, so each bucket's members are again a closed range of values, all above the previous buckets'.
+    A second pass gathers the members of the buckets that hold wanted ranks (up to
+    :data:`SELECT_GATHER` values, sorted: sorting them by value orders them by bucket too) and finds
+    the smallest and largest member of the others, which become the next sets, until a set holds
+    one value. The values are read in pieces of :data:`PIECE`: temporaries stay small."""
+    values = np.asarray(values, dtype=np.float64)
+    n = values.shape[0]
+    ranks = np.asarray(ranks, dtype=np.int64)
+    out = np.empty(ranks.shape[0], dtype=np.float64)
+    if ranks.shape[0] == 0:
+        return out
+    if n == 0 or ranks.min() < 0 or ranks.max() >= n:
+        raise ValueError(f"ranks must lie in [0, {n})")
+    sets = [(float(values.min()), float(values.max()), 0, n, np.unique(ranks))]  # (lo, hi, below, size, wanted)
+    while sets:
+        lo, hi, below, size, wanted = sets.pop()
+        scale = SELECT_BUCKETS / (hi - lo) if hi > lo else np.inf
+        if lo == hi or not np.isfinite(scale):  # one value (or a range too narrow to split: gathered whole)
+            members = np.full(1, lo) if lo == hi else np.sort(np.concatenate(list(_pieces(values, lo, hi, size))))
+            for r in wanted:
+                out[ranks == r] = members[0 if lo == hi else r - below]
+            continue
+        count = np.zeros(SELECT_BUCKETS, dtype=np.int64)
+        for piece in _pieces(values, lo, hi, size):
+            count += np.bincount(_bucket(piece, lo, scale), minlength=SELECT_BUCKETS)
+        ends = np.cumsum(count)
+        buckets = np.searchsorted(ends, wanted - below, side="right")
+        chosen = np.unique(buckets)
+        by_size = chosen[np.argsort(count[chosen], kind="stable")]
+        small = by_size[np.cumsum(count[by_size]) <= SELECT_GATHER]  # gathered now
+        big = np.setdiff1d(chosen, small)  # split again: their smallest and largest members found now
+        is_small = np.zeros(SELECT_BUCKETS, dtype=bool)
+        is_small[small] = True
+        is_big = np.zeros(SELECT_BUCKETS, dtype=bool)
+        is_big[big] = True
+        low = np.full(SELECT_BUCKETS, np.inf)
+        high = np.full(SELECT_BUCKETS, -np.inf)
+        gathered = []
+        for piece in _pieces(values, lo, hi, size):
+            b = _bucket(piece, lo, scale)
+            if small.shape[0]:
+                gathered.append(piece[is_small[b]])
+            if big.shape[0]:
+                hit = is_big[b]
+                np.minimum.at(low, b[hit], piece[hit])
+                np.maximum.at(high, b[hit], piece[hit])
+        if small.shape[0]:
+            members = np.sort(np.concatenate(gathered))  # by value, hence by bucket
+            offset = np.cumsum(np.where(is_small, count, 0)) - count  # gathered members of earlier buckets
+            for r, bk in zip(wanted, buckets):
+                if is_small[bk]:
+                    first_rank = below + (int(ends[bk - 1]) if bk else 0)
+                    out[ranks == r] = members[offset[bk] + r - first_rank]
+        for bk in big:
+            first_rank = below + (int(ends[bk - 1]) if bk else 0)
+            sets.append((float(low[bk]), float(high[bk]), first_rank, int(count[bk]), wanted[buckets == bk]))
+    return out
+
+
+def _pieces(values: np.ndarray, lo: float, hi: float, size: int):
+    """The members of [lo, hi] of consecutive pieces of ``values`` (every value when the range holds all)."""
+    whole = size == values.shape[0]
+    for start in range(0, values.shape[0], PIECE):
+        piece = values[start : start + PIECE]
+        yield piece if whole else piece[(piece >= lo) & (piece <= hi)]
+
+
+def _bucket(piece: np.ndarray, lo: float, scale: float) -> np.ndarray:
+    """⌊(v − lo)·scale⌋ clipped to the last bucket: non-decreasing in v (each step rounds monotonically)."""
+    b = ((piece - lo) * scale).astype(np.int64)
+    np.minimum(b, SELECT_BUCKETS - 1, out=b)
+    return b
 
 
 def ks_from_sorted(conf: np.ndarray, correct: np.ndarray) -> float:

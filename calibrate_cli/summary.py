@@ -262,6 +262,7 @@ def summarize(
             classwise=classwise, lowest_closed=lowest_closed, work_dtype=work_dtype, ops=ops,
         )
         release_rows(predictions.scores, rows)
+        release_rows(predictions.labels, rows)
         confidences[rows] = conf
         correct[rows] = corr
         if sums_only:

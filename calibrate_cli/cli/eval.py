@@ -307,7 +307,7 @@ def _streamed(scores, label_col, *, input_kind, n_bins, compat, device, extra_me
         return None
     return report_from_summary(
         summary, input_kind=input_kind, n_bins=n_bins, scores_name=scores, metrics=extra_metrics, device=device,
-        summary_device=device,
+        summary_device=device, consume=True,
     )
 
 
