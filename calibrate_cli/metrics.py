@@ -264,10 +264,12 @@ def _metric(name: str, scores, labels, input_kind, n_bins=DEFAULT_N_BINS, compat
     """One metric from its registry entry (NaN where undefined)."""
     needed = sums_needed([name])
     predictions = as_predictions(scores, labels, input_kind)
-    summary = summarize(predictions, n_bins=n_bins, compat=compat, classwise="classwise_gap" in needed)
+    # sums where sums suffice; the summary is dropped after, so its confidences may be sorted in place
+    summary = summarize(predictions, n_bins=n_bins, compat=compat, classwise="classwise_gap" in needed,
+                        sums_only=True)
     if "class_samples" in needed:
         summary = with_class_sorted(summary, predictions)
-    return _point(summary, [name], n_bins)[name]
+    return _point(summary, [name], n_bins, consume=True)[name]
 
 
 def ece(

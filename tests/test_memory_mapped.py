@@ -69,6 +69,10 @@ def test_evaluate_leaves_the_callers_arrays_untouched_and_equals_the_unconsumed_
     x0, y0 = x.copy(), y.copy()
     report = evaluate(x, y)
     assert np.array_equal(x, x0) and np.array_equal(y, y0)
+    import calibrate_cli as calib
+
+    assert calib.adaece(x, y) == report.metrics["adaece"] and calib.ece(x, y) == report.metrics["ece"]
+    assert np.array_equal(x, x0) and np.array_equal(y, y0)
     summary = summarize_data(x, y, sums_only=True).summary
     kept = summary.confidences.copy()
     assert report_from_summary(summary).to_dict() == report.to_dict()
