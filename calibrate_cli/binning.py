@@ -339,8 +339,9 @@ _PIECE = 1 << 20
 #: loading the cached loop (~1 s, paid once per process) costs less than the numpy pass
 _COMPILED_MIN = 1 << 22
 
-#: with the C extension (no load cost), the compiled pass runs from this many samples on
-_CKERNEL_MIN = 1 << 10
+#: with the C extension (no load cost), the compiled pass runs from this many samples on: every size
+#: (100 samples: 36 µs vs 99 µs for the numpy pass; 10^5: 0.9 ms vs 4.5 ms)
+_CKERNEL_MIN = 1
 
 
 def _compiled_min() -> int:

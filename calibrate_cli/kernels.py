@@ -67,9 +67,10 @@ HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 #: on two cores)
 FUSED_MIN_VALUES = 1 << 24
 
-#: with the C extension, the fused engine is the default from this many score values on (it loads in
-#: microseconds; below this size both engines take well under a millisecond): docs/performance.md
-CKERNEL_MIN_VALUES = 1 << 10
+#: with the C extension, the fused engine is the default from this many score values on: every size,
+#: as it loads with the package and is faster than the numpy engine from the smallest chunk on
+#: (10 × 10 logits: 6 µs vs 0.2 ms; 10^4 × 10: 3.4 ms vs 9.9 ms; docs/performance.md)
+CKERNEL_MIN_VALUES = 1
 
 
 def fused_available() -> bool:
@@ -83,27 +84,37 @@ def fused_min_values() -> int:
     return CKERNEL_MIN_VALUES if HAVE_CKERNEL else FUSED_MIN_VALUES
 
 
-def default_engine(n_values: int | None = None) -> str:
+def default_engine(n_values: int | None = None, *, numba_only: bool = False) -> str:
     """``$CALIB_ENGINE`` when set, else ``"fused"`` when the C extension or numba is there and the
     input holds at least :func:`fused_min_values` score values (None: any size), else ``"numpy"``.
-    The choice depends on the input's size (and the installation) only, never on threads or chunks."""
+    The choice depends on the input's size (and the installation) only, never on threads or chunks.
+
+    ``numba_only``: for a kernel that exists in numba only (the temperature grid and NLL passes,
+    :mod:`calibrate_cli._grid_kernel`): "fused" needs numba, from :data:`FUSED_MIN_VALUES` on."""
     value = os.environ.get(ENGINE_ENV, "").strip().lower()
     if value:
         if value not in ENGINES:
             raise InputError(f"{ENGINE_ENV}={value!r}: expected one of {', '.join(ENGINES)}")
-        return check_engine(value)
-    large = n_values is None or n_values >= fused_min_values()
-    return "fused" if fused_available() and large else "numpy"
+        return check_engine(value, numba_only=numba_only)
+    if numba_only:
+        available, threshold = HAVE_NUMBA, FUSED_MIN_VALUES
+    else:
+        available, threshold = fused_available(), fused_min_values()
+    large = n_values is None or n_values >= threshold
+    return "fused" if available and large else "numpy"
 
 
-def check_engine(engine: str | None, n_values: int | None = None) -> str:
+def check_engine(engine: str | None, n_values: int | None = None, *, numba_only: bool = False) -> str:
     """The engine to use for ``engine`` (None: :func:`default_engine` for ``n_values`` score values);
-    "fused" needs the C extension or numba."""
+    "fused" needs the C extension or numba (numba itself when ``numba_only``)."""
     if engine is None:
-        return default_engine(n_values)
+        return default_engine(n_values, numba_only=numba_only)
     if engine not in ENGINES:
         raise InputError(f"Expected `engine` to be one of {ENGINES}, but got {engine!r}")
-    if engine == "fused" and not fused_available():
+    if engine == "fused" and not (HAVE_NUMBA if numba_only else fused_available()):
+        if numba_only:
+            raise InputError("the fused engine of this computation needs numba, which is not installed "
+                             "(pip install numba)")
         raise InputError("the fused engine needs the C extension calibrate_cli._ckernel (built by pip install "
                          "with a C compiler) or numba, and neither is there (pip install numba)")
     return engine

@@ -285,6 +285,8 @@ def test_the_fused_engine_runs_the_extension(monkeypatch):
     assert kernels.default_engine(kernels.CKERNEL_MIN_VALUES) == "fused"
     assert kernels.default_engine(kernels.CKERNEL_MIN_VALUES - 1) == "numpy"
     assert kernels._compiled() is ck.fused_rows
+    # the temperature kernels are numba's only: their default keeps numba's threshold
+    assert kernels.default_engine(kernels.FUSED_MIN_VALUES - 1, numba_only=True) == "numpy"
     monkeypatch.setattr(kernels, "HAVE_CKERNEL", False)
     assert kernels.fused_min_values() == kernels.FUSED_MIN_VALUES
 

@@ -188,7 +188,7 @@ def _grid_engine(data, n_t: int, objective: str, compat) -> str:
     there and the work (N·K·|T| values) is large (:func:`~calibrate_cli.kernels.default_engine`)."""
     if compat or objective == "adaece":
         return "numpy"
-    return default_engine(data.n * data.k * n_t)
+    return default_engine(data.n * data.k * n_t, numba_only=True)  # the grid kernel is numba's
 
 
 def _fused_grid_pass(data, temps, objective, n_bins, report) -> np.ndarray:
@@ -474,7 +474,7 @@ class TemperatureScaling(Calibrator):
             )
         if self.search == "nll":
             ops = _device_ops(self.device)
-            engine = ops if ops is not None else default_engine(data.n * data.k * 8)
+            engine = ops if ops is not None else default_engine(data.n * data.k * 8, numba_only=True)
             t, solver, warnings, value, at_one = _fit_nll(data, progress, engine)
             self.temperature_ = t
             return FitInfo("nll", value, at_one, data.n, data.k, solver, warnings=tuple(warnings))
