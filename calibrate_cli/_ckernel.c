@@ -212,11 +212,26 @@ pairwise_sum(const double *a, Py_ssize_t n)
 
 /* ---------- binning ---------- */
 
+/* int64(⌈x⌉) − 1 without C's undefined behaviour: a NaN or an out-of-range ⌈x⌉ converts to
+ * INT64_MIN, as numpy's astype(int64) does on x86-64 (cvttsd2si), and the subtraction wraps; so even
+ * NaN and ±inf (refused before the kernels in calib) land in binning._assign_uniform's bins. For finite
+ * v·M in range this is numba's int64(ceil(v·M)) − 1 exactly. */
+static inline int64_t
+ceil_index(double x)
+{
+    const double c = ceil(x);
+    int64_t ci = INT64_MIN;
+    if (c >= -9223372036854775808.0 && c < 9223372036854775808.0) {
+        ci = (int64_t)c;
+    }
+    return (int64_t)((uint64_t)ci - 1u);
+}
+
 /* _fused_kernel.uniform_bin_candidate: ⌈v·M⌉ − 1 clamped to [0, M − 1], then the two corrections
  * against the edges (comparisons in double: exact for float32 values and edges too). In [−1, M]. */
 #define UNIFORM_BIN_CANDIDATE(v, m, edges, out)                    \
     do {                                                           \
-        int64_t b_ = (int64_t)ceil((double)(v) * (double)(m)) - 1; \
+        int64_t b_ = ceil_index((double)(v) * (double)(m));        \
         if (b_ < 0) {                                              \
             b_ = 0;                                                \
         }                                                          \

@@ -43,7 +43,8 @@ import numpy as np
 from .errors import InputError
 from .probabilities import softmax_and_log_normalizer
 
-__all__ = ["ENGINES", "ENGINE_ENV", "HAVE_CKERNEL", "HAVE_NUMBA", "default_engine", "chunk_statistics", "fused_available"]
+__all__ = ["ENGINES", "ENGINE_ENV", "HAVE_CKERNEL", "HAVE_NUMBA", "default_engine", "numba_engine", "chunk_statistics",
+           "fused_available"]
 
 ENGINES = ("numpy", "fused")
 #: environment variable that chooses the engine (``numpy`` or ``fused``)
@@ -102,6 +103,12 @@ def default_engine(n_values: int | None = None, *, numba_only: bool = False) -> 
         available, threshold = fused_available(), fused_min_values()
     large = n_values is None or n_values >= threshold
     return "fused" if available and large else "numpy"
+
+
+def numba_engine(n_values: int | None = None) -> str:
+    """:func:`default_engine` for a kernel that numba alone compiles (the temperature grid and NLL
+    passes of :mod:`calibrate_cli._grid_kernel`): "fused" needs numba, from :data:`FUSED_MIN_VALUES` on."""
+    return default_engine(n_values, numba_only=True)
 
 
 def check_engine(engine: str | None, n_values: int | None = None, *, numba_only: bool = False) -> str:

@@ -182,6 +182,31 @@ def test_bin_sums_1d_equals_numba_and_numpy(case, monkeypatch):
         assert a.tobytes() == b.tobytes()
 
 
+def test_non_finite_values_bin_as_numpy_bins_them(monkeypatch):
+    """NaN, ±inf and values outside [0, 1] (refused before the kernels in calib) never crash and land
+    in the numpy pass's bins (assign_bins: a NaN or out-of-range ⌈v·M⌉ converts to INT64_MIN). numba's
+    loop is not the reference here: LLVM's float-to-int conversion of such values is undefined."""
+    odd = np.array([np.nan, np.inf, -np.inf, -0.5, 1.5, -0.0, 0.0, 1.0, 1e300, -1e300])
+    monkeypatch.setattr(binning, "_COMPILED_MIN", 1 << 40)
+    monkeypatch.setattr(binning, "_CKERNEL_MIN", 1 << 40)
+    for edges, uniform in ((binning.uniform_edges(15), True), (binning.equal_mass_edges(np.linspace(0, 1, 99), 7), False)):
+        m = edges.shape[0] - 1
+        for closed in (True, False):
+            # the binary search (as numba's) puts a NaN below the edges, searchsorted above them
+            v = odd if uniform else odd[~np.isnan(odd)]
+            out = [np.zeros(m, dtype=np.int64), np.zeros(m), np.zeros(m)]
+            ck.bin_sums_1d(v, v > 0, edges, uniform, closed, *out)
+            with np.errstate(all="ignore"):
+                want = binning.bin_statistics(v, v > 0, edges, lowest_closed=closed)
+            np.testing.assert_array_equal(out[0], want.count)
+            np.testing.assert_array_equal(out[1], want.sum_conf)
+            np.testing.assert_array_equal(out[2], want.sum_correct)
+    probs = np.tile(odd, (3, 1))
+    labels = np.array([0, 1, 3], dtype=np.int64)
+    got = _run(ck.fused_rows, probs, labels, False, binning.uniform_edges(15), True, True)
+    assert got[5].sum() == probs.size  # every value in some cell
+
+
 def test_binning_uses_the_extension_from_small_sizes(monkeypatch):
     """bin_statistics takes the C loop from _CKERNEL_MIN samples on (same sums as the numpy pass)."""
     calls = []
@@ -286,7 +311,8 @@ def test_the_fused_engine_runs_the_extension(monkeypatch):
     assert kernels.default_engine(kernels.CKERNEL_MIN_VALUES - 1) == "numpy"
     assert kernels._compiled() is ck.fused_rows
     # the temperature kernels are numba's only: their default keeps numba's threshold
-    assert kernels.default_engine(kernels.FUSED_MIN_VALUES - 1, numba_only=True) == "numpy"
+    assert kernels.numba_engine(kernels.FUSED_MIN_VALUES - 1) == "numpy"
+    assert kernels.numba_engine(kernels.FUSED_MIN_VALUES) == ("fused" if kernels.HAVE_NUMBA else "numpy")
     monkeypatch.setattr(kernels, "HAVE_CKERNEL", False)
     assert kernels.fused_min_values() == kernels.FUSED_MIN_VALUES
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..binning import BinStats, uniform_edges
 from ..errors import Advice, InputError
-from ..kernels import default_engine
+from ..kernels import numba_engine as default_engine  # the grid kernels are numba's: its threshold
 from ..metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins
 from ..parallel import map_chunks
 from ..predictions import InputKind, check_nll_range, check_scaled_range, row_chunks
@@ -188,7 +188,7 @@ def _grid_engine(data, n_t: int, objective: str, compat) -> str:
     there and the work (N·K·|T| values) is large (:func:`~calibrate_cli.kernels.default_engine`)."""
     if compat or objective == "adaece":
         return "numpy"
-    return default_engine(data.n * data.k * n_t, numba_only=True)  # the grid kernel is numba's
+    return default_engine(data.n * data.k * n_t)
 
 
 def _fused_grid_pass(data, temps, objective, n_bins, report) -> np.ndarray:
@@ -474,7 +474,7 @@ class TemperatureScaling(Calibrator):
             )
         if self.search == "nll":
             ops = _device_ops(self.device)
-            engine = ops if ops is not None else default_engine(data.n * data.k * 8, numba_only=True)
+            engine = ops if ops is not None else default_engine(data.n * data.k * 8)
             t, solver, warnings, value, at_one = _fit_nll(data, progress, engine)
             self.temperature_ = t
             return FitInfo("nll", value, at_one, data.n, data.k, solver, warnings=tuple(warnings))
