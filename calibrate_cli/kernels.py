@@ -24,8 +24,9 @@ Engines:
   one row, the same ⌈p·M⌉ bin candidate and edge corrections as
   :func:`~calibrate_cli.binning.assign_bins`, cells accumulated in row-major order as ``bincount``),
   so both engines agree bit for bit wherever ``exp`` and ``log`` do: the C extension and numba call
-  the C library's ``exp``/``log``, numpy calls the same functions unless it was built with its own AVX-512 versions
-  (which may differ in the last bit; then results agree to a few ulps). See docs/performance.md.
+  the C library's ``exp``/``log``, numpy calls the same functions unless it was built with its own
+  AVX-512 versions (which may differ in the last bit; then results agree to a few ulps). See
+  docs/performance.md.
 
 :func:`default_engine` is ``"fused"`` when the C extension or numba is there (from an input size that
 depends on which: :func:`fused_min_values`), else ``"numpy"``; ``$CALIB_ENGINE`` (``numpy`` or
@@ -179,8 +180,8 @@ def _numba_rows():  # pragma: no cover - needs numba
 
 
 def fused_chunk(scores, labels, edges, *, is_logits: bool, top5: bool, classwise: bool):
-    """The fused engine (C extension or numba): the same tuple as :func:`numpy_chunk` (float64, equal-width edges
-    b/M with the lowest bin closed), from one read of each row."""
+    """The fused engine (C extension or numba): the same tuple as :func:`numpy_chunk` (float64,
+    equal-width edges b/M with the lowest bin closed), from one read of each row."""
     rows, k = scores.shape
     m = edges.shape[0] - 1
     conf = np.empty(rows)
