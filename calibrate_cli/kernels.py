@@ -15,18 +15,22 @@ per-(class, bin) sums:
 Engines:
 
 - ``"numpy"``: array expressions over the chunk (several (chunk × K) float64 temporaries).
-- ``"fused"``: one compiled loop (numba, the optional extra ``calibrate-cli[fast]``) reads each row
-  once and keeps only two length-K float64 rows; nothing of size chunk × K is allocated. Every
+- ``"fused"``: one compiled loop reads each row once and keeps only two length-K float64 rows;
+  nothing of size chunk × K is allocated. The loop is the C extension ``calibrate_cli._ckernel``
+  (built by ``pip install`` where a C compiler is found: no import or JIT cost), else numba's
+  (the optional extra ``calibrate-cli[fast]``), the same operations in both. Every
   quantity is computed with the same float64 operations in the same order as the numpy engine
   (numpy's pairwise sum for Σ_j exp z_ij, a sequential Σ for Brier as numpy's ``einsum`` does for
   one row, the same ⌈p·M⌉ bin candidate and edge corrections as
   :func:`~calibrate_cli.binning.assign_bins`, cells accumulated in row-major order as ``bincount``),
-  so both engines agree bit for bit wherever ``exp`` and ``log`` do: numba calls the C library's
-  ``exp``/``log``, numpy calls the same functions unless it was built with its own AVX-512 versions
-  (which may differ in the last bit; then results agree to a few ulps). See docs/performance.md.
+  so both engines agree bit for bit wherever ``exp`` and ``log`` do: the C extension and numba call
+  the C library's ``exp``/``log``, numpy calls the same functions unless it was built with its own
+  AVX-512 versions (which may differ in the last bit; then results agree to a few ulps). See
+  docs/performance.md.
 
-:func:`default_engine` is ``"fused"`` when numba imports, else ``"numpy"``; ``$CALIB_ENGINE``
-(``numpy`` or ``fused``) overrides it.
+:func:`default_engine` is ``"fused"`` when the C extension or numba is there (from an input size that
+depends on which: :func:`fused_min_values`), else ``"numpy"``; ``$CALIB_ENGINE`` (``numpy`` or
+``fused``) overrides it.
 """
 
 from __future__ import annotations
@@ -40,43 +44,87 @@ import numpy as np
 from .errors import InputError
 from .probabilities import softmax_and_log_normalizer
 
-__all__ = ["ENGINES", "ENGINE_ENV", "HAVE_NUMBA", "default_engine", "chunk_statistics"]
+__all__ = ["ENGINES", "ENGINE_ENV", "HAVE_CKERNEL", "HAVE_NUMBA", "default_engine", "numba_engine", "chunk_statistics",
+           "fused_available"]
 
 ENGINES = ("numpy", "fused")
 #: environment variable that chooses the engine (``numpy`` or ``fused``)
 ENGINE_ENV = "CALIB_ENGINE"
 
+try:  # the C extension (setup.py; optional: absent where no C compiler was found at install time)
+    from . import _ckernel
+except ImportError:  # pragma: no cover - depends on the build
+    _ckernel = None
+
+#: the C loops are built (calibrate_cli/_ckernel.c): the fused engine costs nothing to load
+HAVE_CKERNEL = _ckernel is not None
+
 #: numba is optional (extra "fast"); it is imported, and the kernel compiled, on the first fused chunk
+#: that the C extension does not run
 HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 
 
-#: below this many score values the numpy engine is used by default: importing numba and loading the
-#: cached kernel (~1 s) costs more than the fused pass saves (~0.1 s per 10^6 values on two cores)
+#: with numba only, below this many score values the numpy engine is used by default: importing numba
+#: and loading the cached kernel (~1 s) costs more than the fused pass saves (~0.1 s per 10^6 values
+#: on two cores)
 FUSED_MIN_VALUES = 1 << 24
 
+#: with the C extension, the fused engine is the default from this many score values on: every size,
+#: as it loads with the package and is faster than the numpy engine from the smallest chunk on
+#: (10 × 10 logits: 6 µs vs 0.2 ms; 10^4 × 10: 3.4 ms vs 9.9 ms; docs/performance.md)
+CKERNEL_MIN_VALUES = 1
 
-def default_engine(n_values: int | None = None) -> str:
-    """``$CALIB_ENGINE`` when set, else ``"fused"`` when numba is installed and the input holds at
-    least :data:`FUSED_MIN_VALUES` score values (None: any size), else ``"numpy"``. The choice
-    depends on the input's size only, never on threads or chunks."""
+
+def fused_available() -> bool:
+    """Whether the fused engine can run: the C extension is built or numba is installed."""
+    return HAVE_CKERNEL or HAVE_NUMBA
+
+
+def fused_min_values() -> int:
+    """The input size (score values) from which the fused engine is the default: small with the C
+    extension (:data:`CKERNEL_MIN_VALUES`), large with numba only (:data:`FUSED_MIN_VALUES`)."""
+    return CKERNEL_MIN_VALUES if HAVE_CKERNEL else FUSED_MIN_VALUES
+
+
+def default_engine(n_values: int | None = None, *, numba_only: bool = False) -> str:
+    """``$CALIB_ENGINE`` when set, else ``"fused"`` when the C extension or numba is there and the
+    input holds at least :func:`fused_min_values` score values (None: any size), else ``"numpy"``.
+    The choice depends on the input's size (and the installation) only, never on threads or chunks.
+
+    ``numba_only``: for a kernel that exists in numba only (the temperature grid and NLL passes,
+    :mod:`calibrate_cli._grid_kernel`): "fused" needs numba, from :data:`FUSED_MIN_VALUES` on."""
     value = os.environ.get(ENGINE_ENV, "").strip().lower()
     if value:
         if value not in ENGINES:
             raise InputError(f"{ENGINE_ENV}={value!r}: expected one of {', '.join(ENGINES)}")
-        return check_engine(value)
-    large = n_values is None or n_values >= FUSED_MIN_VALUES
-    return "fused" if HAVE_NUMBA and large else "numpy"
+        return check_engine(value, numba_only=numba_only)
+    if numba_only:
+        available, threshold = HAVE_NUMBA, FUSED_MIN_VALUES
+    else:
+        available, threshold = fused_available(), fused_min_values()
+    large = n_values is None or n_values >= threshold
+    return "fused" if available and large else "numpy"
 
 
-def check_engine(engine: str | None, n_values: int | None = None) -> str:
+def numba_engine(n_values: int | None = None) -> str:
+    """:func:`default_engine` for a kernel that numba alone compiles (the temperature grid and NLL
+    passes of :mod:`calibrate_cli._grid_kernel`): "fused" needs numba, from :data:`FUSED_MIN_VALUES` on."""
+    return default_engine(n_values, numba_only=True)
+
+
+def check_engine(engine: str | None, n_values: int | None = None, *, numba_only: bool = False) -> str:
     """The engine to use for ``engine`` (None: :func:`default_engine` for ``n_values`` score values);
-    "fused" needs numba."""
+    "fused" needs the C extension or numba (numba itself when ``numba_only``)."""
     if engine is None:
-        return default_engine(n_values)
+        return default_engine(n_values, numba_only=numba_only)
     if engine not in ENGINES:
         raise InputError(f"Expected `engine` to be one of {ENGINES}, but got {engine!r}")
-    if engine == "fused" and not HAVE_NUMBA:
-        raise InputError("the fused engine needs numba, which is not installed (pip install numba)")
+    if engine == "fused" and not (HAVE_NUMBA if numba_only else fused_available()):
+        if numba_only:
+            raise InputError("the fused engine of this computation needs numba, which is not installed "
+                             "(pip install numba)")
+        raise InputError("the fused engine needs the C extension calibrate_cli._ckernel (built by pip install "
+                         "with a C compiler) or numba, and neither is there (pip install numba)")
     return engine
 
 
@@ -117,17 +165,23 @@ def numpy_chunk(scores, labels, edges, *, is_logits: bool, compat, top5: bool, c
     return conf, correct, nll, brier, hit5, stats
 
 
+def _compiled():
+    """The compiled row loop: the C extension's ``fused_rows`` when built, else numba's ``_fused_rows``
+    (numba imported and the function compiled, or loaded from its cache, once). Same arguments."""
+    return _ckernel.fused_rows if HAVE_CKERNEL else _numba_rows()
+
+
 @functools.lru_cache(maxsize=None)
-def _compiled():  # pragma: no cover - needs numba
-    """The compiled kernel (numba imported and the functions compiled, or loaded from its cache, once)."""
+def _numba_rows():  # pragma: no cover - needs numba
+    """numba's row loop (imported, and compiled or loaded from numba's cache, on the first call)."""
     from ._fused_kernel import _fused_rows
 
     return _fused_rows
 
 
 def fused_chunk(scores, labels, edges, *, is_logits: bool, top5: bool, classwise: bool):
-    """The fused engine (numba): the same tuple as :func:`numpy_chunk` (float64, equal-width edges
-    b/M with the lowest bin closed), from one read of each row."""
+    """The fused engine (C extension or numba): the same tuple as :func:`numpy_chunk` (float64,
+    equal-width edges b/M with the lowest bin closed), from one read of each row."""
     rows, k = scores.shape
     m = edges.shape[0] - 1
     conf = np.empty(rows)

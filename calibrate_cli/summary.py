@@ -215,8 +215,9 @@ def summarize(
 
     ``scores_name`` names the scores in errors (compat mode refuses scores beyond float32's range).
     ``engine`` computes each chunk (:mod:`~calibrate_cli.kernels`): ``"numpy"``, or ``"fused"`` (one
-    compiled loop per chunk, needs numba; same numbers); None: ``$CALIB_ENGINE``, else fused when
-    numba is installed and the input is large (:data:`~calibrate_cli.kernels.FUSED_MIN_VALUES`).
+    compiled loop per chunk: the C extension, else numba; same numbers); None: ``$CALIB_ENGINE``, else
+    fused when the C extension is built (any size) or numba is installed and the input is large
+    (:func:`~calibrate_cli.kernels.fused_min_values`).
 
     ``sums_only``: keep the NLL, Brier and top-5 columns as their sums only (``totals``, each equal
     to ``np.sum`` of the column, :class:`~calibrate_cli.sorting.PairwiseSum`): 17 bytes per sample

@@ -1,9 +1,10 @@
-"""The fused (numba) engine of the summary pass reproduces the numpy engine.
+"""The fused engine (the C extension, else numba) of the summary pass reproduces the numpy engine.
 
 Every per-sample quantity and every classwise sum must be bit-identical, except the per-sample Brier
 term: numpy's ``einsum`` sums a row with SIMD lanes and fused multiply-adds whose order depends on
 the CPU, the fused loop sums sequentially, so the two differ by a few ulps (|Δ| ≤ K·2⁻⁵² · Σ terms,
-documented in docs/performance.md). Without numba these tests skip; the engine choice still works.
+documented in docs/performance.md). Without the C extension and numba these tests skip; the engine
+choice still works.
 """
 
 import numpy as np
@@ -15,7 +16,8 @@ from calibrate_cli.evaluate import evaluate
 from calibrate_cli.predictions import as_predictions
 from calibrate_cli.summary import summarize
 
-needs_numba = pytest.mark.skipif(not kernels.HAVE_NUMBA, reason="numba is not installed (extra [fast])")
+needs_numba = pytest.mark.skipif(not kernels.fused_available(),
+                                 reason="neither the C extension is built nor numba installed (extra [fast])")
 
 
 def _assert_same(a, b):
@@ -148,7 +150,7 @@ def test_compat_mode_takes_the_numpy_engine():
     labels = rng.integers(0, 10, 500)
     p = as_predictions(logits, labels)
     a = summarize(p, compat="focal-calibration", engine="numpy")
-    engine = "fused" if kernels.HAVE_NUMBA else "numpy"
+    engine = "fused" if kernels.fused_available() else "numpy"
     b = summarize(p, compat="focal-calibration", engine=engine)
     assert b.confidences.dtype == np.float32
     for name in ("confidences", "correct", "nll", "brier", "top5"):
@@ -162,16 +164,22 @@ def test_engine_choice(monkeypatch):
     with pytest.raises(InputError, match="CALIB_ENGINE"):
         kernels.default_engine()
     monkeypatch.delenv(kernels.ENGINE_ENV)
-    assert kernels.default_engine() == ("fused" if kernels.HAVE_NUMBA else "numpy")
-    # by size: small inputs stay on numpy (numba's import would cost more than the pass saves)
+    assert kernels.default_engine() == ("fused" if kernels.fused_available() else "numpy")
+    # by size: small inputs stay on numpy (numba's import would cost more than the pass saves; the C
+    # extension's threshold is far smaller)
+    monkeypatch.setattr(kernels, "HAVE_CKERNEL", False)
     assert kernels.default_engine(kernels.FUSED_MIN_VALUES - 1) == "numpy"
     assert kernels.default_engine(kernels.FUSED_MIN_VALUES) == ("fused" if kernels.HAVE_NUMBA else "numpy")
+    monkeypatch.setattr(kernels, "HAVE_CKERNEL", True)
+    assert kernels.default_engine(kernels.CKERNEL_MIN_VALUES - 1) == "numpy"
+    assert kernels.default_engine(kernels.CKERNEL_MIN_VALUES) == "fused"
     with pytest.raises(InputError, match="engine"):
         kernels.check_engine("cuda")
 
 
 def test_fused_without_numba_is_an_error(monkeypatch):
     monkeypatch.setattr(kernels, "HAVE_NUMBA", False)
+    monkeypatch.setattr(kernels, "HAVE_CKERNEL", False)
     with pytest.raises(InputError, match="numba"):
         kernels.check_engine("fused")
     assert kernels.default_engine() == "numpy"

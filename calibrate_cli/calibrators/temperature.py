@@ -32,7 +32,7 @@ import numpy as np
 
 from ..binning import BinStats, uniform_edges
 from ..errors import Advice, InputError
-from ..kernels import default_engine
+from ..kernels import numba_engine as default_engine  # the grid kernels are numba's: its threshold
 from ..metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins
 from ..parallel import map_chunks
 from ..predictions import InputKind, check_nll_range, check_scaled_range, row_chunks

@@ -1,0 +1,626 @@
+/*
+ * calibrate_cli._ckernel: the two hot loops of calib's summary pass in plain C99 (no numpy headers).
+ *
+ *   fused_rows(scores, labels, is_logits, m, edges, want_top5, classwise,
+ *              conf, correct, nll, brier, top5, count, sum_p, sum_y)
+ *       the fused per-row summary of calibrate_cli/_fused_kernel.py's _fused_rows, operation for
+ *       operation (the same float64 operations in the same order: numpy's pairwise sum for
+ *       Σ_j exp z_ij, a sequential Σ (p_k − [k = y])² for Brier, the ⌈p·M⌉ − 1 bin candidate and its
+ *       two edge corrections, cells accumulated in row order), so every output is bit-identical.
+ *   bin_sums_1d(values, targets, edges, uniform, lowest_closed, count, sum_conf, sum_correct)
+ *       the 1-D binning pass of calibrate_cli/_bin_kernel.py.
+ *
+ * Arrays are taken through the buffer protocol (C-contiguous, format and shape checked: TypeError
+ * for a wrong dtype, ValueError for a wrong shape or a label out of range); the loops run without
+ * the GIL. exp, log and ceil are the C library's, the functions numpy and numba call. Built with
+ * -ffp-contract=off (setup.py): no a·b + c contracted into a fused multiply-add, which would change
+ * the Brier sums' last bits.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------- buffers ---------- */
+
+enum { K_F32 = 1, K_F64, K_I64, K_BOOL };
+
+/* The element kind of a buffer format ("d", "<f", "=q", "?", ...), or 0 when it is none of ours. */
+static int
+format_kind(const Py_buffer *view)
+{
+    const char *f = view->format ? view->format : "B";
+    if (*f == '@' || *f == '=') {
+        f++;
+    }
+#if PY_LITTLE_ENDIAN
+    else if (*f == '<') {
+        f++;
+    }
+#else
+    else if (*f == '>' || *f == '!') {
+        f++;
+    }
+#endif
+    if (f[0] == '\0' || f[1] != '\0') {
+        return 0;
+    }
+    switch (f[0]) {
+    case 'f':
+        return view->itemsize == 4 ? K_F32 : 0;
+    case 'd':
+        return view->itemsize == 8 ? K_F64 : 0;
+    case 'l':
+    case 'q':
+        return view->itemsize == 8 ? K_I64 : 0;
+    case '?':
+        return view->itemsize == 1 ? K_BOOL : 0;
+    default:
+        return 0;
+    }
+}
+
+static const char *
+kind_name(int kind)
+{
+    switch (kind) {
+    case K_F32:
+        return "float32";
+    case K_F64:
+        return "float64";
+    case K_I64:
+        return "int64";
+    case K_BOOL:
+        return "bool";
+    default:
+        return "?";
+    }
+}
+
+/* Get a C-contiguous buffer of `obj` with `ndim` dimensions whose kind is one of `kinds` (a 0-ended
+ * list); writable when asked. Returns the kind, or 0 with an exception set (view released). */
+static int
+get_array(PyObject *obj, Py_buffer *view, const char *name, int ndim, const int *kinds, int writable)
+{
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) < 0) {
+        /* numpy: ValueError for a non-contiguous or read-only array; BufferError/TypeError otherwise */
+        PyObject *type = PyErr_ExceptionMatches(PyExc_ValueError) ? PyExc_ValueError : PyExc_TypeError;
+        if (PyErr_ExceptionMatches(PyExc_BufferError) || PyErr_ExceptionMatches(PyExc_TypeError) ||
+            PyErr_ExceptionMatches(PyExc_ValueError)) {
+            PyErr_Clear();
+            PyErr_Format(type, "%s: expected a %sC-contiguous array, got %.100s", name,
+                         writable ? "writable " : "", Py_TYPE(obj)->tp_name);
+        }
+        return 0;
+    }
+    int kind = format_kind(view);
+    int ok = 0;
+    for (const int *k = kinds; *k; k++) {
+        if (*k == kind) {
+            ok = 1;
+        }
+    }
+    if (!ok) {
+        char want[64] = "";
+        for (const int *k = kinds; *k; k++) {
+            if (k != kinds) {
+                strcat(want, " or ");
+            }
+            strcat(want, kind_name(*k));
+        }
+        PyErr_Format(PyExc_TypeError, "%s: expected %s elements, got format %.20s", name, want,
+                     view->format ? view->format : "B");
+        PyBuffer_Release(view);
+        return 0;
+    }
+    if (view->ndim != ndim) {
+        PyErr_Format(PyExc_ValueError, "%s: expected %d dimension(s), got %d", name, ndim, view->ndim);
+        PyBuffer_Release(view);
+        return 0;
+    }
+    return kind;
+}
+
+/* The buffers of one call, released together. */
+typedef struct {
+    Py_buffer views[16];
+    int n;
+} Views;
+
+static Py_buffer *
+views_next(Views *v)
+{
+    return &v->views[v->n];
+}
+
+static void
+views_release(Views *v)
+{
+    for (int i = 0; i < v->n; i++) {
+        PyBuffer_Release(&v->views[i]);
+    }
+    v->n = 0;
+}
+
+#define TAKE(views, obj, name, ndim, kinds, writable, kind_out)                                  \
+    do {                                                                                          \
+        (kind_out) = get_array((obj), views_next(&(views)), (name), (ndim), (kinds), (writable)); \
+        if (!(kind_out)) {                                                                        \
+            goto fail;                                                                            \
+        }                                                                                         \
+        (views).n++;                                                                              \
+    } while (0)
+
+static int
+check_len(const Py_buffer *view, const char *name, int axis, Py_ssize_t want)
+{
+    if (view->shape[axis] != want) {
+        PyErr_Format(PyExc_ValueError, "%s: expected length %zd along axis %d, got %zd", name, want, axis,
+                     view->shape[axis]);
+        return 0;
+    }
+    return 1;
+}
+
+/* ---------- numpy's pairwise summation (numpy/_core/src/umath/loops_utils.h.src) ---------- */
+
+static double
+block_sum(const double *a, Py_ssize_t n)
+{
+    if (n < 8) {
+        double res = 0.0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            res += a[i];
+        }
+        return res;
+    }
+    double r0 = a[0], r1 = a[1], r2 = a[2], r3 = a[3];
+    double r4 = a[4], r5 = a[5], r6 = a[6], r7 = a[7];
+    Py_ssize_t i;
+    Py_ssize_t stop = n - (n % 8);
+    for (i = 8; i < stop; i += 8) {
+        r0 += a[i];
+        r1 += a[i + 1];
+        r2 += a[i + 2];
+        r3 += a[i + 3];
+        r4 += a[i + 4];
+        r5 += a[i + 5];
+        r6 += a[i + 6];
+        r7 += a[i + 7];
+    }
+    double res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7));
+    for (; i < n; i++) {
+        res += a[i];
+    }
+    return res;
+}
+
+/* Blocks of ≤ 128 by block_sum; larger ranges split at n2 = ⌊n/2⌋ − (⌊n/2⌋ mod 8), halves added. */
+static double
+pairwise_sum(const double *a, Py_ssize_t n)
+{
+    if (n <= 128) {
+        return block_sum(a, n);
+    }
+    Py_ssize_t n2 = n / 2;
+    n2 -= n2 % 8;
+    return pairwise_sum(a, n2) + pairwise_sum(a + n2, n - n2);
+}
+
+/* ---------- binning ---------- */
+
+/* int64(⌈x⌉) − 1 without C's undefined behaviour: a NaN or an out-of-range ⌈x⌉ converts to
+ * INT64_MIN, as numpy's astype(int64) does on x86-64 (cvttsd2si), and the subtraction wraps; so even
+ * NaN and ±inf (refused before the kernels in calib) land in binning._assign_uniform's bins. For finite
+ * v·M in range this is numba's int64(ceil(v·M)) − 1 exactly. */
+static inline int64_t
+ceil_index(double x)
+{
+    const double c = ceil(x);
+    int64_t ci = INT64_MIN;
+    if (c >= -9223372036854775808.0 && c < 9223372036854775808.0) {
+        ci = (int64_t)c;
+    }
+    return (int64_t)((uint64_t)ci - 1u);
+}
+
+/* _fused_kernel.uniform_bin_candidate: ⌈v·M⌉ − 1 clamped to [0, M − 1], then the two corrections
+ * against the edges (comparisons in double: exact for float32 values and edges too). In [−1, M]. */
+#define UNIFORM_BIN_CANDIDATE(v, m, edges, out)                    \
+    do {                                                           \
+        int64_t b_ = ceil_index((double)(v) * (double)(m));        \
+        if (b_ < 0) {                                              \
+            b_ = 0;                                                \
+        }                                                          \
+        if (b_ > (m) - 1) {                                        \
+            b_ = (m) - 1;                                          \
+        }                                                          \
+        if ((double)(v) <= (double)(edges)[b_]) {                  \
+            b_ -= 1;                                               \
+        }                                                          \
+        if (b_ < -1) {                                             \
+            b_ = -1;                                               \
+        }                                                          \
+        if (b_ > (m) - 1) {                                        \
+            b_ = (m) - 1;                                          \
+        }                                                          \
+        int64_t up_ = b_ + 1 < (m) ? b_ + 1 : (m);                 \
+        if ((double)(v) > (double)(edges)[up_]) {                  \
+            b_ += 1;                                               \
+        }                                                          \
+        (out) = b_;                                                \
+    } while (0)
+
+/* ---------- fused_rows ---------- */
+
+typedef struct {
+    Py_ssize_t rows, k, m;
+    int is_logits, want_top5, classwise;
+    const int64_t *labels;
+    const double *edges;
+    double *conf, *nll, *brier;
+    unsigned char *correct, *top5;
+    int64_t *count;
+    double *sum_p, *sum_y;
+    double *p, *z; /* two length-K work rows */
+    Py_ssize_t bad_row; /* first row whose label is out of range, or −1 */
+} Fused;
+
+#define DEFINE_FUSED_ROWS(NAME, T)                                                      \
+    static void NAME(Fused *f, const T *scores)                                         \
+    {                                                                                   \
+        const Py_ssize_t k = f->k, m = f->m;                                            \
+        double *p = f->p, *z = f->z;                                                    \
+        for (Py_ssize_t i = 0; i < f->rows; i++) {                                      \
+            const T *row = scores + i * k;                                              \
+            const int64_t y = f->labels[i];                                             \
+            if (y < 0 || y >= k) {                                                      \
+                f->bad_row = i;                                                         \
+                return;                                                                 \
+            }                                                                           \
+            double logp_y;                                                              \
+            const double *ranked;                                                       \
+            if (f->is_logits) {                                                         \
+                double mx = (double)row[0];                                             \
+                for (Py_ssize_t j = 1; j < k; j++) {                                    \
+                    double v = (double)row[j];                                          \
+                    if (v > mx) {                                                       \
+                        mx = v;                                                         \
+                    }                                                                   \
+                }                                                                       \
+                for (Py_ssize_t j = 0; j < k; j++) {                                    \
+                    z[j] = (double)row[j] - mx;                                         \
+                    p[j] = exp(z[j]);                                                   \
+                }                                                                       \
+                double total = pairwise_sum(p, k);                                      \
+                for (Py_ssize_t j = 0; j < k; j++) {                                    \
+                    p[j] = p[j] / total;                                                \
+                }                                                                       \
+                logp_y = z[y] - log(total);                                             \
+                ranked = z;                                                             \
+            }                                                                           \
+            else {                                                                      \
+                for (Py_ssize_t j = 0; j < k; j++) {                                    \
+                    p[j] = (double)row[j];                                              \
+                }                                                                       \
+                logp_y = p[y] > 0.0 ? log(p[y]) : -INFINITY;                            \
+                ranked = p;                                                             \
+            }                                                                           \
+            Py_ssize_t best = 0;                                                        \
+            for (Py_ssize_t j = 1; j < k; j++) {                                        \
+                if (p[j] > p[best]) {                                                   \
+                    best = j;                                                           \
+                }                                                                       \
+            }                                                                           \
+            f->conf[i] = p[best];                                                       \
+            f->correct[i] = best == y;                                                  \
+            f->nll[i] = -logp_y;                                                        \
+            double acc = 0.0;                                                           \
+            for (Py_ssize_t j = 0; j < k; j++) {                                        \
+                double d = j == y ? p[j] - 1.0 : p[j];                                  \
+                acc += d * d;                                                           \
+            }                                                                           \
+            f->brier[i] = acc;                                                          \
+            if (f->want_top5) {                                                         \
+                const double s_y = ranked[y];                                           \
+                Py_ssize_t rank = 0;                                                    \
+                for (Py_ssize_t j = 0; j < k; j++) {                                    \
+                    if (ranked[j] > s_y || (ranked[j] == s_y && j < y)) {               \
+                        rank++;                                                         \
+                    }                                                                   \
+                }                                                                       \
+                f->top5[i] = rank < 5;                                                  \
+            }                                                                           \
+            if (f->classwise) {                                                         \
+                for (Py_ssize_t j = 0; j < k; j++) {                                    \
+                    const double v = p[j];                                              \
+                    int64_t b;                                                          \
+                    UNIFORM_BIN_CANDIDATE(v, m, f->edges, b);                           \
+                    if (b > m - 1) {                                                    \
+                        b = m - 1;                                                      \
+                    }                                                                   \
+                    if (b < 0) {                                                        \
+                        b = 0;                                                          \
+                    }                                                                   \
+                    const Py_ssize_t cell = j * m + (Py_ssize_t)b;                      \
+                    f->count[cell] += 1;                                                \
+                    f->sum_p[cell] += v;                                                \
+                    if (j == y) {                                                       \
+                        f->sum_y[cell] += 1.0;                                          \
+                    }                                                                   \
+                }                                                                       \
+            }                                                                           \
+        }                                                                               \
+    }
+
+DEFINE_FUSED_ROWS(fused_rows_f32, float)
+DEFINE_FUSED_ROWS(fused_rows_f64, double)
+
+static const int KINDS_FLOAT[] = {K_F32, K_F64, 0};
+static const int KINDS_F64[] = {K_F64, 0};
+static const int KINDS_I64[] = {K_I64, 0};
+static const int KINDS_BOOL[] = {K_BOOL, 0};
+static const int KINDS_TARGET[] = {K_BOOL, K_F64, 0};
+
+PyDoc_STRVAR(fused_rows_doc,
+"fused_rows(scores, labels, is_logits, m, edges, want_top5, classwise, conf, correct, nll, brier, top5, count, sum_p, sum_y)\n"
+"--\n\n"
+"One row chunk of the summary pass, written into the output arrays (calibrate_cli._fused_kernel._fused_rows).\n\n"
+"scores: float32/float64 (N, K); labels: int64 (N,) in [0, K); edges: float64 (m + 1,) = b/m;\n"
+"conf, nll, brier: float64 (N,); correct: bool (N,); top5: bool (N,) when want_top5 (else unused);\n"
+"count: int64 (K, m), sum_p, sum_y: float64 (K, m) when classwise (added to; else unused).");
+
+static PyObject *
+py_fused_rows(PyObject *self, PyObject *args)
+{
+    PyObject *o_scores, *o_labels, *o_edges, *o_conf, *o_correct, *o_nll, *o_brier, *o_top5, *o_count, *o_sum_p,
+        *o_sum_y;
+    int is_logits, want_top5, classwise;
+    Py_ssize_t m;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOpnOppOOOOOOOO:fused_rows", &o_scores, &o_labels, &is_logits, &m, &o_edges,
+                          &want_top5, &classwise, &o_conf, &o_correct, &o_nll, &o_brier, &o_top5, &o_count,
+                          &o_sum_p, &o_sum_y)) {
+        return NULL;
+    }
+    Views v = {.n = 0};
+    int kind_scores, kind;
+    Py_buffer *b_scores, *b_labels, *b_edges, *b_conf, *b_correct, *b_nll, *b_brier, *b_top5, *b_count, *b_sum_p,
+        *b_sum_y;
+    b_scores = views_next(&v);
+    TAKE(v, o_scores, "scores", 2, KINDS_FLOAT, 0, kind_scores);
+    const Py_ssize_t rows = b_scores->shape[0], k = b_scores->shape[1];
+    if (k < 1) {
+        PyErr_SetString(PyExc_ValueError, "scores: expected at least one column");
+        goto fail;
+    }
+    if (m < 1) {
+        PyErr_SetString(PyExc_ValueError, "m: expected at least one bin");
+        goto fail;
+    }
+    b_labels = views_next(&v);
+    TAKE(v, o_labels, "labels", 1, KINDS_I64, 0, kind);
+    if (!check_len(b_labels, "labels", 0, rows)) goto fail;
+    b_edges = views_next(&v);
+    TAKE(v, o_edges, "edges", 1, KINDS_F64, 0, kind);
+    if (!check_len(b_edges, "edges", 0, m + 1)) goto fail;
+    b_conf = views_next(&v);
+    TAKE(v, o_conf, "conf", 1, KINDS_F64, 1, kind);
+    if (!check_len(b_conf, "conf", 0, rows)) goto fail;
+    b_correct = views_next(&v);
+    TAKE(v, o_correct, "correct", 1, KINDS_BOOL, 1, kind);
+    if (!check_len(b_correct, "correct", 0, rows)) goto fail;
+    b_nll = views_next(&v);
+    TAKE(v, o_nll, "nll", 1, KINDS_F64, 1, kind);
+    if (!check_len(b_nll, "nll", 0, rows)) goto fail;
+    b_brier = views_next(&v);
+    TAKE(v, o_brier, "brier", 1, KINDS_F64, 1, kind);
+    if (!check_len(b_brier, "brier", 0, rows)) goto fail;
+    b_top5 = views_next(&v);
+    TAKE(v, o_top5, "top5", 1, KINDS_BOOL, 1, kind);
+    if (want_top5 && !check_len(b_top5, "top5", 0, rows)) goto fail;
+    b_count = views_next(&v);
+    TAKE(v, o_count, "count", 2, KINDS_I64, 1, kind);
+    b_sum_p = views_next(&v);
+    TAKE(v, o_sum_p, "sum_p", 2, KINDS_F64, 1, kind);
+    b_sum_y = views_next(&v);
+    TAKE(v, o_sum_y, "sum_y", 2, KINDS_F64, 1, kind);
+    if (classwise) {
+        if (!check_len(b_count, "count", 0, k) || !check_len(b_count, "count", 1, m)) goto fail;
+        if (!check_len(b_sum_p, "sum_p", 0, k) || !check_len(b_sum_p, "sum_p", 1, m)) goto fail;
+        if (!check_len(b_sum_y, "sum_y", 0, k) || !check_len(b_sum_y, "sum_y", 1, m)) goto fail;
+    }
+    Fused f = {
+        .rows = rows, .k = k, .m = m,
+        .is_logits = is_logits, .want_top5 = want_top5, .classwise = classwise,
+        .labels = (const int64_t *)b_labels->buf, .edges = (const double *)b_edges->buf,
+        .conf = (double *)b_conf->buf, .nll = (double *)b_nll->buf, .brier = (double *)b_brier->buf,
+        .correct = (unsigned char *)b_correct->buf, .top5 = (unsigned char *)b_top5->buf,
+        .count = (int64_t *)b_count->buf, .sum_p = (double *)b_sum_p->buf, .sum_y = (double *)b_sum_y->buf,
+        .bad_row = -1,
+    };
+    f.p = (double *)PyMem_RawMalloc(2 * (size_t)k * sizeof(double));
+    if (f.p == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    f.z = f.p + k;
+    Py_BEGIN_ALLOW_THREADS
+    if (kind_scores == K_F32) {
+        fused_rows_f32(&f, (const float *)b_scores->buf);
+    }
+    else {
+        fused_rows_f64(&f, (const double *)b_scores->buf);
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(f.p);
+    if (f.bad_row >= 0) {
+        PyErr_Format(PyExc_ValueError, "labels[%zd] = %lld: expected a class index in [0, %zd)", f.bad_row,
+                     (long long)f.labels[f.bad_row], k);
+        goto fail;
+    }
+    views_release(&v);
+    Py_RETURN_NONE;
+fail:
+    views_release(&v);
+    return NULL;
+}
+
+/* ---------- bin_sums_1d ---------- */
+
+typedef struct {
+    Py_ssize_t n, m;
+    int uniform, lowest_closed;
+    int64_t *count;
+    double *sum_conf, *sum_correct;
+} Bins;
+
+#define DEFINE_BIN_SUMS(NAME, T, TT)                                                \
+    static void NAME(Bins *s, const T *values, const T *edges, const TT *targets)   \
+    {                                                                               \
+        const Py_ssize_t m = s->m;                                                  \
+        for (Py_ssize_t i = 0; i < s->n; i++) {                                     \
+            const T v = values[i];                                                  \
+            int64_t b;                                                              \
+            if (s->uniform) {                                                       \
+                UNIFORM_BIN_CANDIDATE(v, m, edges, b);                              \
+            }                                                                       \
+            else { /* first j with edges[j] >= v (numpy's side="left"), minus one */ \
+                Py_ssize_t lo = 0, hi = m + 1;                                      \
+                while (lo < hi) {                                                   \
+                    Py_ssize_t mid = (lo + hi) >> 1;                                \
+                    if (edges[mid] < v) {                                           \
+                        lo = mid + 1;                                               \
+                    }                                                               \
+                    else {                                                          \
+                        hi = mid;                                                   \
+                    }                                                               \
+                }                                                                   \
+                b = lo - 1;                                                         \
+            }                                                                       \
+            if (b > m - 1) {                                                        \
+                b = m - 1;                                                          \
+            }                                                                       \
+            if (b < 0) {                                                            \
+                if (!s->lowest_closed) {                                            \
+                    continue;                                                       \
+                }                                                                   \
+                b = 0;                                                              \
+            }                                                                       \
+            s->count[b] += 1;                                                       \
+            s->sum_conf[b] += (double)v;                                            \
+            s->sum_correct[b] += (double)targets[i];                                \
+        }                                                                           \
+    }
+
+DEFINE_BIN_SUMS(bin_sums_f32_bool, float, unsigned char)
+DEFINE_BIN_SUMS(bin_sums_f32_f64, float, double)
+DEFINE_BIN_SUMS(bin_sums_f64_bool, double, unsigned char)
+DEFINE_BIN_SUMS(bin_sums_f64_f64, double, double)
+
+PyDoc_STRVAR(bin_sums_1d_doc,
+"bin_sums_1d(values, targets, edges, uniform, lowest_closed, count, sum_conf, sum_correct)\n"
+"--\n\n"
+"Per-bin count, Σvalue and Σtarget of the 1-D values, added into the outputs (calibrate_cli._bin_kernel).\n\n"
+"values: float32/float64 (N,); targets: bool/float64 (N,); edges: (m + 1,) of the values' dtype;\n"
+"uniform: the edges are b/m; count: int64 (m,), sum_conf, sum_correct: float64 (m,).");
+
+static PyObject *
+py_bin_sums_1d(PyObject *self, PyObject *args)
+{
+    PyObject *o_values, *o_targets, *o_edges, *o_count, *o_sum_conf, *o_sum_correct;
+    int uniform, lowest_closed;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOppOOO:bin_sums_1d", &o_values, &o_targets, &o_edges, &uniform, &lowest_closed,
+                          &o_count, &o_sum_conf, &o_sum_correct)) {
+        return NULL;
+    }
+    Views v = {.n = 0};
+    int kind_values, kind_targets, kind_edges, kind;
+    Py_buffer *b_values = views_next(&v);
+    TAKE(v, o_values, "values", 1, KINDS_FLOAT, 0, kind_values);
+    const Py_ssize_t n = b_values->shape[0];
+    Py_buffer *b_targets = views_next(&v);
+    TAKE(v, o_targets, "targets", 1, KINDS_TARGET, 0, kind_targets);
+    if (!check_len(b_targets, "targets", 0, n)) goto fail;
+    Py_buffer *b_edges = views_next(&v);
+    TAKE(v, o_edges, "edges", 1, KINDS_FLOAT, 0, kind_edges);
+    if (kind_edges != kind_values) {
+        PyErr_Format(PyExc_TypeError, "edges: expected the values' dtype %s, got %s", kind_name(kind_values),
+                     kind_name(kind_edges));
+        goto fail;
+    }
+    const Py_ssize_t m = b_edges->shape[0] - 1;
+    if (m < 1) {
+        PyErr_SetString(PyExc_ValueError, "edges: expected at least two edges");
+        goto fail;
+    }
+    Py_buffer *b_count = views_next(&v);
+    TAKE(v, o_count, "count", 1, KINDS_I64, 1, kind);
+    if (!check_len(b_count, "count", 0, m)) goto fail;
+    Py_buffer *b_sum_conf = views_next(&v);
+    TAKE(v, o_sum_conf, "sum_conf", 1, KINDS_F64, 1, kind);
+    if (!check_len(b_sum_conf, "sum_conf", 0, m)) goto fail;
+    Py_buffer *b_sum_correct = views_next(&v);
+    TAKE(v, o_sum_correct, "sum_correct", 1, KINDS_F64, 1, kind);
+    if (!check_len(b_sum_correct, "sum_correct", 0, m)) goto fail;
+    Bins s = {
+        .n = n, .m = m, .uniform = uniform, .lowest_closed = lowest_closed,
+        .count = (int64_t *)b_count->buf, .sum_conf = (double *)b_sum_conf->buf,
+        .sum_correct = (double *)b_sum_correct->buf,
+    };
+    const void *vals = b_values->buf, *edges = b_edges->buf, *targets = b_targets->buf;
+    Py_BEGIN_ALLOW_THREADS
+    if (kind_values == K_F32) {
+        if (kind_targets == K_BOOL) {
+            bin_sums_f32_bool(&s, (const float *)vals, (const float *)edges, (const unsigned char *)targets);
+        }
+        else {
+            bin_sums_f32_f64(&s, (const float *)vals, (const float *)edges, (const double *)targets);
+        }
+    }
+    else {
+        if (kind_targets == K_BOOL) {
+            bin_sums_f64_bool(&s, (const double *)vals, (const double *)edges, (const unsigned char *)targets);
+        }
+        else {
+            bin_sums_f64_f64(&s, (const double *)vals, (const double *)edges, (const double *)targets);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    views_release(&v);
+    Py_RETURN_NONE;
+fail:
+    views_release(&v);
+    return NULL;
+}
+
+/* ---------- module ---------- */
+
+static PyMethodDef methods[] = {
+    {"fused_rows", py_fused_rows, METH_VARARGS, fused_rows_doc},
+    {"bin_sums_1d", py_bin_sums_1d, METH_VARARGS, bin_sums_1d_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    "calibrate_cli._ckernel",
+    "The summary pass's two hot loops in C (fused_rows, bin_sums_1d): bit-identical to the numba kernels\n"
+    "of calibrate_cli._fused_kernel and calibrate_cli._bin_kernel, without numba's import and cache-load cost.",
+    -1,
+    methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__ckernel(void)
+{
+    return PyModule_Create(&module);
+}

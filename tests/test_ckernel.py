@@ -1,0 +1,347 @@
+"""The C extension calibrate_cli._ckernel reproduces the numba kernels and the numpy engine bit for bit.
+
+``fused_rows`` against numba's ``_fused_rows`` and :func:`calibrate_cli.kernels.numpy_chunk` (every output
+array; the numpy engine's Brier, an ``einsum`` whose summation order depends on the CPU, to a few ulps as
+in tests/test_kernels.py), ``bin_sums_1d`` against numba's and the numpy pass of
+:func:`calibrate_cli.binning.bin_statistics`; bad arguments raise TypeError/ValueError; ``calib eval``
+does not import numba when the extension is built. Skipped when the extension was not built (no C
+compiler at install time); the numba comparisons skip without numba.
+"""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from calibrate_cli import binning, kernels
+
+ck = pytest.importorskip(
+    "calibrate_cli._ckernel", reason="the C extension calibrate_cli._ckernel is not built (pip install . with a C compiler)"
+)
+
+
+def _numba_rows():
+    pytest.importorskip("numba")
+    from calibrate_cli._fused_kernel import _fused_rows
+
+    return _fused_rows
+
+
+def _outputs(rows, k, m, top5, classwise):
+    shape = (k, m) if classwise else (0, m)
+    return [np.empty(rows), np.empty(rows, dtype=np.bool_), np.empty(rows), np.empty(rows),
+            np.empty(rows if top5 else 0, dtype=np.bool_),
+            np.zeros(shape, dtype=np.int64), np.zeros(shape), np.zeros(shape)]
+
+
+def _run(fn, scores, labels, is_logits, edges, top5, classwise):
+    rows, k = scores.shape
+    m = edges.shape[0] - 1
+    out = _outputs(rows, k, m, top5, classwise)
+    fn(scores, labels, is_logits, m, edges, top5, classwise, *out)
+    return out
+
+
+def _cases():
+    """(scores, labels, is_logits): K = 2, 7, 10, 130 (numpy's pairwise split), float32 and float64,
+    with rows of equal logits (ties), rows whose softmax is exactly 1.0 (the others underflow), and
+    probabilities b/15 exactly on the bin edges."""
+    rng = np.random.default_rng(2024)
+    out = []
+    for k in (2, 7, 10, 130):
+        n = 400
+        logits = rng.standard_normal((n, k)) * 3
+        logits[:20] = 1.5  # all equal: ties for argmax and the top-5 rank
+        logits[20:40, 0] = 900.0  # p_0 = 1.0 exactly, the rest 0
+        logits[40:60, :] = np.round(logits[40:60, :])  # partial ties
+        labels = rng.integers(0, k, n).astype(np.int64)
+        for dtype in (np.float32, np.float64):
+            out.append((np.ascontiguousarray(logits.astype(dtype)), labels, True))
+        # probabilities: rows of multiples of 1/15 (on the edges of 15 bins), renormalised rows, one-hots
+        raw = rng.integers(0, 16, (n, k)).astype(np.float64)
+        probs = rng.dirichlet(np.ones(k), n)
+        probs[:100] = raw[:100] / 15.0
+        probs[100:120] = 0.0
+        probs[100:120, 1] = 1.0
+        probs[120:130] = 1.0 / k
+        for dtype in (np.float32, np.float64):
+            out.append((np.ascontiguousarray(probs.astype(dtype)), labels, False))
+    return out
+
+
+CASES = _cases()
+
+
+def _ids():
+    return [f"K{s.shape[1]}-{s.dtype}-{'logits' if lg else 'probs'}" for s, _, lg in CASES]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)), ids=_ids())
+@pytest.mark.parametrize("top5", [True, False])
+@pytest.mark.parametrize("classwise", [True, False])
+@pytest.mark.parametrize("m", [15, 10])
+def test_fused_rows_equals_numba_and_numpy(case, top5, classwise, m):
+    scores, labels, is_logits = CASES[case]
+    edges = binning.uniform_edges(m)
+    got = _run(ck.fused_rows, scores, labels, is_logits, edges, top5, classwise)
+    names = ("conf", "correct", "nll", "brier", "top5", "count", "sum_p", "sum_y")
+    # numpy's engine (an independent array implementation of the same formulas)
+    conf, correct, nll, brier, hit5, stats = kernels.numpy_chunk(
+        scores, labels, edges, is_logits=is_logits, compat=None, top5=top5, classwise=classwise,
+        lowest_closed=True, work_dtype=np.float64)
+    np.testing.assert_array_equal(got[0], conf)
+    np.testing.assert_array_equal(got[1], correct)
+    np.testing.assert_array_equal(got[2], nll)
+    np.testing.assert_allclose(got[3], brier, rtol=0, atol=scores.shape[1] * 2.0**-52 * 2.0)
+    if top5:
+        np.testing.assert_array_equal(got[4], hit5)
+    if classwise:
+        for a, b in zip(got[5:], stats):
+            np.testing.assert_array_equal(a, b)
+            assert a.dtype == np.asarray(b).dtype
+    # numba's loop: every array bit for bit (NaN-free: array_equal on the bytes)
+    want = _run(_numba_rows(), scores, labels, is_logits, edges, top5, classwise)
+    for name, a, b in zip(names, got, want):
+        assert a.dtype == b.dtype and a.shape == b.shape, name
+        assert a.tobytes() == b.tobytes(), name
+
+
+def test_fused_rows_brier_is_the_sequential_sum():
+    """Brier is Σ_k (p_k − [k = y])² added left to right without fused multiply-adds (-ffp-contract=off):
+    equal bit for bit to a Python float loop of the same operations."""
+    rng = np.random.default_rng(5)
+    scores = rng.standard_normal((200, 37))
+    labels = rng.integers(0, 37, 200).astype(np.int64)
+    edges = binning.uniform_edges(15)
+    got = _run(ck.fused_rows, scores, labels, True, edges, False, False)
+    p, _, _ = __import__("calibrate_cli.probabilities", fromlist=["x"]).softmax_and_log_normalizer(scores)
+    for i in range(200):
+        acc = 0.0
+        for j in range(37):
+            d = float(p[i, j]) - 1.0 if j == labels[i] else float(p[i, j])
+            acc += d * d
+        assert got[3][i] == acc
+
+
+def test_fused_rows_adds_into_the_classwise_cells():
+    """count/sum_p/sum_y are added to (chunks accumulate in the caller's arrays), in row order."""
+    rng = np.random.default_rng(1)
+    scores = rng.standard_normal((300, 5))
+    labels = rng.integers(0, 5, 300).astype(np.int64)
+    edges = binning.uniform_edges(15)
+    whole = _run(ck.fused_rows, scores, labels, True, edges, False, True)
+    out = _outputs(150, 5, 15, False, True)
+    ck.fused_rows(scores[:150], labels[:150], True, 15, edges, False, True, *out)
+    out2 = _outputs(150, 5, 15, False, True)
+    out2[5:] = out[5:]
+    ck.fused_rows(scores[150:], labels[150:], True, 15, edges, False, True, *out2)
+    for a, b in zip(whole[5:], out2[5:]):
+        assert a.tobytes() == b.tobytes()
+    assert whole[5].sum() == 300 * 5
+
+
+def _bin_cases():
+    rng = np.random.default_rng(9)
+    conf = np.concatenate([rng.random(3000), [0.0, 1.0, 0.2, 0.3, 0.4, 0.6, 0.7], np.arange(16) / 15.0])
+    correct = rng.random(conf.shape[0]) < 0.5
+    cases = []
+    for edges in (binning.uniform_edges(15), binning.uniform_edges(10), binning.equal_mass_edges(conf, 15),
+                  binning.torch_linspace_edges(15), binning.equal_mass_edges(np.round(conf, 1), 7)):
+        for closed in (True, False):
+            for targets in (correct, correct.astype(np.float64) * 0.75):
+                cases.append((conf.astype(edges.dtype), targets, edges, closed))
+    return cases
+
+
+@pytest.mark.parametrize("case", range(20))
+def test_bin_sums_1d_equals_numba_and_numpy(case, monkeypatch):
+    values, targets, edges, closed = _bin_cases()[case]
+    m = edges.shape[0] - 1
+    uniform = edges.dtype == np.float64 and np.array_equal(edges, binning.uniform_edges(m))
+
+    def run(fn):
+        out = [np.zeros(m, dtype=np.int64), np.zeros(m), np.zeros(m)]
+        fn(values, targets, edges, bool(uniform), closed, *out)
+        return out
+
+    got = run(ck.bin_sums_1d)
+    monkeypatch.setattr(binning, "_COMPILED_MIN", 1 << 40)  # the numpy pass
+    want = binning.bin_statistics(values, targets, edges, lowest_closed=closed)
+    for a, b in zip(got, (want.count, want.sum_conf, want.sum_correct)):
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    if uniform:  # the binary search gives the same bins as the ⌈v·M⌉ formula on the edges b/M
+        out = [np.zeros(m, dtype=np.int64), np.zeros(m), np.zeros(m)]
+        ck.bin_sums_1d(values, targets, edges, False, closed, *out)
+        assert all(a.tobytes() == b.tobytes() for a, b in zip(got, out))
+    pytest.importorskip("numba")
+    from calibrate_cli._bin_kernel import bin_sums_1d
+
+    for a, b in zip(got, run(bin_sums_1d)):
+        assert a.tobytes() == b.tobytes()
+
+
+def test_non_finite_values_bin_as_numpy_bins_them(monkeypatch):
+    """NaN, ±inf and values outside [0, 1] (refused before the kernels in calib) never crash and land
+    in the numpy pass's bins (assign_bins: a NaN or out-of-range ⌈v·M⌉ converts to INT64_MIN). numba's
+    loop is not the reference here: LLVM's float-to-int conversion of such values is undefined."""
+    odd = np.array([np.nan, np.inf, -np.inf, -0.5, 1.5, -0.0, 0.0, 1.0, 1e300, -1e300])
+    monkeypatch.setattr(binning, "_COMPILED_MIN", 1 << 40)
+    monkeypatch.setattr(binning, "_CKERNEL_MIN", 1 << 40)
+    for edges, uniform in ((binning.uniform_edges(15), True), (binning.equal_mass_edges(np.linspace(0, 1, 99), 7), False)):
+        m = edges.shape[0] - 1
+        for closed in (True, False):
+            # the binary search (as numba's) puts a NaN below the edges, searchsorted above them
+            v = odd if uniform else odd[~np.isnan(odd)]
+            out = [np.zeros(m, dtype=np.int64), np.zeros(m), np.zeros(m)]
+            ck.bin_sums_1d(v, v > 0, edges, uniform, closed, *out)
+            with np.errstate(all="ignore"):
+                want = binning.bin_statistics(v, v > 0, edges, lowest_closed=closed)
+            np.testing.assert_array_equal(out[0], want.count)
+            np.testing.assert_array_equal(out[1], want.sum_conf)
+            np.testing.assert_array_equal(out[2], want.sum_correct)
+    probs = np.tile(odd, (3, 1))
+    labels = np.array([0, 1, 3], dtype=np.int64)
+    got = _run(ck.fused_rows, probs, labels, False, binning.uniform_edges(15), True, True)
+    assert got[5].sum() == probs.size  # every value in some cell
+
+
+def test_binning_uses_the_extension_from_small_sizes(monkeypatch):
+    """bin_statistics takes the C loop from _CKERNEL_MIN samples on (same sums as the numpy pass)."""
+    calls = []
+    real = ck.bin_sums_1d
+    monkeypatch.setattr(ck, "bin_sums_1d", lambda *a: calls.append(1) or real(*a))
+    rng = np.random.default_rng(3)
+    v = rng.random(binning._CKERNEL_MIN)
+    t = rng.random(v.shape[0]) < 0.5
+    got = binning.bin_statistics(v, t, binning.uniform_edges(15))
+    assert calls == [1]
+    monkeypatch.setattr(binning, "_COMPILED_MIN", 1 << 40)
+    monkeypatch.setattr(binning, "_CKERNEL_MIN", 1 << 40)
+    want = binning.bin_statistics(v, t, binning.uniform_edges(15))
+    assert calls == [1]
+    assert np.array_equal(got.sum_conf, want.sum_conf) and np.array_equal(got.count, want.count)
+
+
+def _good_fused():
+    rng = np.random.default_rng(0)
+    scores = rng.standard_normal((8, 3))
+    labels = rng.integers(0, 3, 8).astype(np.int64)
+    edges = binning.uniform_edges(15)
+    return [scores, labels, True, 15, edges, True, True, *_outputs(8, 3, 15, True, True)]
+
+
+@pytest.mark.parametrize("index, bad, error", [
+    (0, np.zeros((8, 3), dtype=np.int32), TypeError),  # scores' dtype
+    (0, np.zeros((8, 3), dtype=np.float16), TypeError),
+    (0, np.zeros((3, 8)).T, ValueError),  # not C-contiguous (numpy's error type)
+    (0, np.zeros(8), ValueError),  # 1-D
+    (0, np.zeros((8, 0)), ValueError),  # no columns
+    (0, [[0.0, 1.0, 2.0]] * 8, TypeError),  # not a buffer
+    (1, np.zeros(8, dtype=np.int32), TypeError),  # labels int32
+    (1, np.zeros(7, dtype=np.int64), ValueError),  # labels' length
+    (1, np.full(8, 3, dtype=np.int64), ValueError),  # label out of range
+    (1, np.full(8, -1, dtype=np.int64), ValueError),
+    (3, 0, ValueError),  # m
+    (4, np.zeros(15), ValueError),  # edges' length ≠ m + 1
+    (4, np.zeros(16, dtype=np.float32), TypeError),
+    (7, np.zeros(8, dtype=np.float32), TypeError),  # conf
+    (7, np.zeros(8)[::-1], ValueError),  # negative stride: not C-contiguous
+    (8, np.zeros(8, dtype=np.int8), TypeError),  # correct
+    (9, np.zeros(9), ValueError),  # nll's length
+    (11, np.zeros(0, dtype=np.bool_), ValueError),  # top5 wanted
+    (12, np.zeros((3, 15)), TypeError),  # count float
+    (12, np.zeros((3, 14), dtype=np.int64), ValueError),
+    (13, np.zeros((2, 15)), ValueError),
+    (14, np.zeros(45), ValueError),
+])
+def test_fused_rows_rejects_bad_arguments(index, bad, error):
+    args = _good_fused()
+    ck.fused_rows(*args)  # the good ones run
+    args[index] = bad
+    with pytest.raises(error):
+        ck.fused_rows(*args)
+
+
+def test_fused_rows_rejects_read_only_outputs_and_wrong_arity():
+    args = _good_fused()
+    ro = np.zeros(8)
+    ro.flags.writeable = False
+    args[7] = ro
+    with pytest.raises((TypeError, ValueError), match="conf: expected a writable"):
+        ck.fused_rows(*args)
+    with pytest.raises(TypeError):
+        ck.fused_rows(*_good_fused()[:-1])
+
+
+def _good_bins():
+    v = np.linspace(0, 1, 50)
+    return [v, v > 0.5, binning.uniform_edges(15), True, True, np.zeros(15, dtype=np.int64), np.zeros(15), np.zeros(15)]
+
+
+@pytest.mark.parametrize("index, bad, error", [
+    (0, np.zeros(50, dtype=np.int64), TypeError),
+    (0, np.zeros((50, 1)), ValueError),
+    (0, np.zeros(100)[::2], ValueError),
+    (1, np.zeros(50, dtype=np.int64), TypeError),  # targets int
+    (1, np.zeros(49, dtype=np.bool_), ValueError),
+    (2, np.linspace(0, 1, 16, dtype=np.float32), TypeError),  # edges' dtype ≠ values'
+    (2, np.zeros(1), ValueError),  # no bin
+    (5, np.zeros(15), TypeError),
+    (5, np.zeros(14, dtype=np.int64), ValueError),
+    (6, np.zeros(16), ValueError),
+    (7, np.zeros(15, dtype=np.float32), TypeError),
+])
+def test_bin_sums_1d_rejects_bad_arguments(index, bad, error):
+    args = _good_bins()
+    ck.bin_sums_1d(*args)
+    args[index] = bad
+    with pytest.raises(error):
+        ck.bin_sums_1d(*args)
+
+
+def test_the_fused_engine_runs_the_extension(monkeypatch):
+    """With the extension built, the fused engine is available, is the default from small inputs on,
+    and calls the C loop (numba's is not loaded)."""
+    assert kernels.HAVE_CKERNEL and kernels.fused_available()
+    monkeypatch.delenv(kernels.ENGINE_ENV, raising=False)
+    assert kernels.fused_min_values() == kernels.CKERNEL_MIN_VALUES < kernels.FUSED_MIN_VALUES
+    assert kernels.default_engine(kernels.CKERNEL_MIN_VALUES) == "fused"
+    assert kernels.default_engine(kernels.CKERNEL_MIN_VALUES - 1) == "numpy"
+    assert kernels._compiled() is ck.fused_rows
+    # the temperature kernels are numba's only: their default keeps numba's threshold
+    assert kernels.numba_engine(kernels.FUSED_MIN_VALUES - 1) == "numpy"
+    assert kernels.numba_engine(kernels.FUSED_MIN_VALUES) == ("fused" if kernels.HAVE_NUMBA else "numpy")
+    monkeypatch.setattr(kernels, "HAVE_CKERNEL", False)
+    assert kernels.fused_min_values() == kernels.FUSED_MIN_VALUES
+
+
+_NO_NUMBA = """
+import sys
+import numpy as np
+from calibrate_cli.evaluate import evaluate
+report = evaluate(np.load(sys.argv[1], mmap_mode="r"), np.load(sys.argv[2]))
+print("numba" in sys.modules, "calibrate_cli._ckernel" in sys.modules)
+"""
+
+
+def test_eval_does_not_import_numba(tmp_path):
+    """calib's evaluation of 2·10^6 × 10 logits (above numba's FUSED_MIN_VALUES) in a fresh process
+    runs the fused engine on the C loops without importing numba; the CLI does the same."""
+    rng = np.random.default_rng(4)
+    n, k = 2_000_000, 10
+    np.save(tmp_path / "x.npy", rng.standard_normal((n, k), dtype=np.float32))
+    np.save(tmp_path / "y.npy", rng.integers(0, k, n))
+    env = {key: v for key, v in os.environ.items() if key != kernels.ENGINE_ENV}
+    out = subprocess.run([sys.executable, "-c", _NO_NUMBA, str(tmp_path / "x.npy"), str(tmp_path / "y.npy")],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True"], out.stdout
+    cli = ("import sys, runpy; sys.argv = ['calib', 'eval', sys.argv[1], sys.argv[2], '--format', 'json'];"
+           "from calibrate_cli.cli import main\n"
+           "try:\n    main()\nexcept SystemExit:\n    pass\n"
+           "print('NUMBA', 'numba' in sys.modules, file=sys.stderr)")
+    out = subprocess.run([sys.executable, "-c", cli, str(tmp_path / "x.npy"), str(tmp_path / "y.npy")],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert "NUMBA False" in out.stderr, out.stderr[-2000:]
