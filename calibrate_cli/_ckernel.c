@@ -1,5 +1,5 @@
 /*
- * calibrate_cli._ckernel: the two hot loops of calib's summary pass in plain C99 (no numpy headers).
+ * calibrate_cli._ckernel: the hot loops of calib's summary pass (and SmoothECE's spreading) in plain C99 (no numpy headers).
  *
  *   fused_rows(scores, labels, is_logits, m, edges, want_top5, classwise,
  *              conf, correct, nll, brier, top5, count, sum_p, sum_y)
@@ -9,6 +9,10 @@
  *       two edge corrections, cells accumulated in row order), so every output is bit-identical.
  *   bin_sums_1d(values, targets, edges, uniform, lowest_closed, count, sum_conf, sum_correct)
  *       the 1-D binning pass of calibrate_cli/_bin_kernel.py.
+ *   spread_unit(conf, correct, g, piece, out)
+ *       SmoothECE's linear spreading of the samples onto its grid (calibrate_cli/smooth_ece.py,
+ *       _Grids.spread_unit): numpy's four np.bincount per piece of samples and their four adds into
+ *       out, the same float64 operations in the same order, so the grids are bit-identical.
  *
  * Arrays are taken through the buffer protocol (C-contiguous, format and shape checked: TypeError
  * for a wrong dtype, ValueError for a wrong shape or a label out of range); the loops run without
@@ -598,11 +602,144 @@ fail:
     return NULL;
 }
 
+/* ---------- spread_unit ---------- */
+
+/* numpy's float64 → int32 astype on x86-64 (cvttsd2si): truncation toward zero, and INT32_MIN for NaN
+ * and values outside the int32 range (without C's undefined behaviour). */
+static inline int32_t
+trunc_int32(double x)
+{
+    if (x > -2147483649.0 && x < 2147483648.0) {
+        return (int32_t)x;
+    }
+    return INT32_MIN;
+}
+
+typedef struct {
+    Py_ssize_t n, g, piece;
+    const double *conf;
+    double *out;
+    double *acc; /* 4·g work: the piece's four bincounts */
+} Spread;
+
+/* For each piece of `piece` samples (from the start), calibrate_cli.smooth_ece._Grids.spread_unit's
+ *     x = conf·(g − 1); lo = clip(int32(x), 0, g − 2); frac = x − lo; r = conf − correct; keep = 1 − frac
+ *     A = bincount(lo, keep·r); B = bincount(lo + 1, frac·r); C = bincount(lo, keep); D = bincount(lo + 1, frac)
+ *     out[:g] += A; out[:g] += B; out[g:] += C; out[g:] += D
+ * with the same float64 operations: each bincount starts from +0.0 and adds the piece's samples in
+ * index order (one pass fills the four, each in its own order), then the four element-wise adds. */
+#define DEFINE_SPREAD(NAME, TT)                                                          \
+    static void NAME(Spread *s, const TT *correct)                                       \
+    {                                                                                    \
+        const Py_ssize_t g = s->g, n = s->n;                                             \
+        const double scale = (double)(g - 1);                                            \
+        const int32_t top = (int32_t)(g - 2);                                            \
+        double *const a = s->acc, *const b = a + g, *const c = b + g, *const d = c + g;  \
+        double *const out = s->out;                                                      \
+        for (Py_ssize_t start = 0; start < n; start += s->piece) {                       \
+            const Py_ssize_t stop = n - start > s->piece ? start + s->piece : n;         \
+            memset(a, 0, 4 * (size_t)g * sizeof(double));                                \
+            for (Py_ssize_t i = start; i < stop; i++) {                                  \
+                const double v = s->conf[i];                                             \
+                const double x = v * scale;                                              \
+                int32_t lo = trunc_int32(x);                                             \
+                if (lo < 0) {                                                            \
+                    lo = 0;                                                              \
+                }                                                                        \
+                if (lo > top) {                                                          \
+                    lo = top;                                                            \
+                }                                                                        \
+                const double frac = x - (double)lo;                                      \
+                const double residual = v - (double)correct[i];                          \
+                const double keep = 1.0 - frac;                                          \
+                const double wa = keep * residual, wb = frac * residual;                 \
+                a[lo] += wa;                                                             \
+                b[lo + 1] += wb;                                                         \
+                c[lo] += keep;                                                           \
+                d[lo + 1] += frac;                                                       \
+            }                                                                            \
+            for (Py_ssize_t j = 0; j < g; j++) {                                         \
+                out[j] += a[j];                                                          \
+            }                                                                            \
+            for (Py_ssize_t j = 0; j < g; j++) {                                         \
+                out[j] += b[j];                                                          \
+            }                                                                            \
+            for (Py_ssize_t j = 0; j < g; j++) {                                         \
+                out[g + j] += c[j];                                                      \
+            }                                                                            \
+            for (Py_ssize_t j = 0; j < g; j++) {                                         \
+                out[g + j] += d[j];                                                      \
+            }                                                                            \
+        }                                                                                \
+    }
+
+DEFINE_SPREAD(spread_bool, unsigned char)
+DEFINE_SPREAD(spread_f64, double)
+
+PyDoc_STRVAR(spread_unit_doc,
+"spread_unit(conf, correct, g, piece, out)\n"
+"--\n\n"
+"The residuals conf − correct (out[:g]) and ones (out[g:]) spread linearly onto the grid j/(g − 1),\n"
+"added into out in pieces of `piece` samples (calibrate_cli.smooth_ece._Grids.spread_unit).\n\n"
+"conf: float64 (N,); correct: bool/float64 (N,); g >= 2; piece >= 1; out: float64 (2g,).");
+
+static PyObject *
+py_spread_unit(PyObject *self, PyObject *args)
+{
+    PyObject *o_conf, *o_correct, *o_out;
+    Py_ssize_t g, piece;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOnnO:spread_unit", &o_conf, &o_correct, &g, &piece, &o_out)) {
+        return NULL;
+    }
+    if (g < 2 || g > (Py_ssize_t)INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "g: expected a grid size in [2, 2**31 - 1], got %zd", g);
+        return NULL;
+    }
+    if (piece < 1) {
+        PyErr_Format(PyExc_ValueError, "piece: expected at least one sample, got %zd", piece);
+        return NULL;
+    }
+    Views v = {.n = 0};
+    int kind_correct, kind;
+    Py_buffer *b_conf = views_next(&v);
+    TAKE(v, o_conf, "conf", 1, KINDS_F64, 0, kind);
+    const Py_ssize_t n = b_conf->shape[0];
+    Py_buffer *b_correct = views_next(&v);
+    TAKE(v, o_correct, "correct", 1, KINDS_TARGET, 0, kind_correct);
+    if (!check_len(b_correct, "correct", 0, n)) goto fail;
+    Py_buffer *b_out = views_next(&v);
+    TAKE(v, o_out, "out", 1, KINDS_F64, 1, kind);
+    if (!check_len(b_out, "out", 0, 2 * g)) goto fail;
+    Spread s = {.n = n, .g = g, .piece = piece, .conf = (const double *)b_conf->buf, .out = (double *)b_out->buf};
+    s.acc = (double *)PyMem_RawMalloc(4 * (size_t)g * sizeof(double));
+    if (s.acc == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    const void *correct = b_correct->buf;
+    Py_BEGIN_ALLOW_THREADS
+    if (kind_correct == K_BOOL) {
+        spread_bool(&s, (const unsigned char *)correct);
+    }
+    else {
+        spread_f64(&s, (const double *)correct);
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(s.acc);
+    views_release(&v);
+    Py_RETURN_NONE;
+fail:
+    views_release(&v);
+    return NULL;
+}
+
 /* ---------- module ---------- */
 
 static PyMethodDef methods[] = {
     {"fused_rows", py_fused_rows, METH_VARARGS, fused_rows_doc},
     {"bin_sums_1d", py_bin_sums_1d, METH_VARARGS, bin_sums_1d_doc},
+    {"spread_unit", py_spread_unit, METH_VARARGS, spread_unit_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -610,7 +747,8 @@ static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     "calibrate_cli._ckernel",
     "The summary pass's two hot loops in C (fused_rows, bin_sums_1d): bit-identical to the numba kernels\n"
-    "of calibrate_cli._fused_kernel and calibrate_cli._bin_kernel, without numba's import and cache-load cost.",
+    "of calibrate_cli._fused_kernel and calibrate_cli._bin_kernel, without numba's import and cache-load cost;\n"
+    "and SmoothECE's grid spreading (spread_unit), bit-identical to calibrate_cli.smooth_ece's np.bincount passes.",
     -1,
     methods,
     NULL,

@@ -66,11 +66,22 @@ class _Grids:
         """(1, 2G): the residuals (first G) and ones (last G) spread onto the grid, unit weights.
 
         Sample i adds (1 − a_i)·r_i to node lo_i and a_i·r_i to lo_i + 1 (and 1 − a_i, a_i to the
-        density grid), as the matrix rows do; by ``np.bincount`` over pieces of the samples."""
+        density grid), as the matrix rows do; by ``np.bincount`` over pieces of the samples, or, when
+        the C extension is built, by its ``spread_unit``: the same float64 operations in the same
+        order (four sums per piece from zero, in sample order, then added into the grid), so the same
+        grid bit for bit (tests/test_ckernel.py)."""
+        from . import kernels
         from .sorting import PIECE
 
         out = np.zeros((1, 2 * g))
         n = self.conf.shape[0]
+        if kernels.HAVE_CKERNEL and g >= 2:
+            correct = np.asarray(self.correct)
+            if correct.dtype != np.bool_:
+                correct = np.asarray(correct, dtype=np.float64)  # as each piece is converted below
+            kernels._ckernel.spread_unit(np.ascontiguousarray(self.conf, dtype=np.float64),
+                                         np.ascontiguousarray(correct), g, PIECE, out[0])
+            return out
         for start in range(0, n, PIECE):
             conf = self.conf[start : start + PIECE]
             x = conf * (g - 1)

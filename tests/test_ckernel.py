@@ -345,3 +345,124 @@ def test_eval_does_not_import_numba(tmp_path):
     out = subprocess.run([sys.executable, "-c", cli, str(tmp_path / "x.npy"), str(tmp_path / "y.npy")],
                          capture_output=True, text=True, env=env, timeout=600)
     assert "NUMBA False" in out.stderr, out.stderr[-2000:]
+
+
+# --------------------------------------------------------------------------- spread_unit (SmoothECE)
+
+
+def _numpy_spread(conf, correct, g, piece, start_value=0.0):
+    """smooth_ece._Grids.spread_unit's numpy code, written out: per piece, four np.bincount from zero
+    in sample order, each added into the grid (here filled with ``start_value``) in this order."""
+    out = np.full((1, 2 * g), start_value)
+    for start in range(0, conf.shape[0], piece):
+        c = conf[start : start + piece]
+        x = c * (g - 1)
+        lo = x.astype(np.int32).clip(0, g - 2)
+        frac = x - lo
+        residual = c - np.asarray(correct[start : start + piece], dtype=np.float64)
+        keep = 1 - frac
+        out[0, :g] += np.bincount(lo, weights=keep * residual, minlength=g)
+        out[0, :g] += np.bincount(lo + 1, weights=frac * residual, minlength=g)
+        out[0, g:] += np.bincount(lo, weights=keep, minlength=g)
+        out[0, g:] += np.bincount(lo + 1, weights=frac, minlength=g)
+    return out
+
+
+def _spread_conf(n, g, rng):
+    """n confidences in [0, 1]: uniform, near 1 (where top-label confidences pile up), 0.0 and 1.0,
+    exactly on grid nodes k/(g − 1) and one ulp either side of them, and repeated values (ties)."""
+    conf = rng.random(n)
+    kinds = rng.integers(0, 7, n)
+    nodes = rng.integers(0, g, n) / (g - 1)
+    conf = np.where(kinds == 1, 1 - rng.random(n) ** 4 * 0.1, conf)
+    conf = np.where(kinds == 2, 0.0, conf)
+    conf = np.where(kinds == 3, 1.0, conf)
+    conf = np.where(kinds == 4, nodes, conf)
+    conf = np.where(kinds == 5, np.clip(np.nextafter(nodes, rng.choice([0.0, 2.0], n)), 0.0, 1.0), conf)
+    conf = np.where(kinds == 6, conf[0], conf)  # ties with the first sample
+    return conf
+
+
+# (g, n, piece): g = 2, 3 and smooth_ece's grids (1001 for σ ≥ 0.01, up to 10001 at σ = 0.001); one
+# sample, fewer samples than a piece, a multiple of the piece, and not a multiple (many pieces)
+_SPREAD_CASES = [(g, n, piece) for g in (2, 3, 1001, 2001, 10001)
+                 for n, piece in ((1, 64), (5, 64), (640, 64), (1000, 7), (3001, 256), (20_000, 1 << 18))]
+
+
+@pytest.mark.parametrize("g,n,piece", _SPREAD_CASES)
+@pytest.mark.parametrize("correct_dtype", [np.bool_, np.float64, np.int64])
+def test_spread_unit_equals_numpy_bit_for_bit(g, n, piece, correct_dtype, monkeypatch):
+    """_Grids.spread_unit with the extension equals its numpy code (written out here, and the module's
+    own with the extension switched off) bit for bit, for any piece size; 0.0, 1.0, grid nodes, ties."""
+    from calibrate_cli import smooth_ece, sorting
+
+    rng = np.random.default_rng(g * 7919 + n)
+    conf = _spread_conf(n, g, rng)
+    correct = (rng.random(n) < conf).astype(correct_dtype)
+    monkeypatch.setattr(sorting, "PIECE", piece)
+    want = _numpy_spread(conf, correct, g, piece)
+    got = smooth_ece._Grids(conf, correct, None).spread_unit(g)
+    assert got.dtype == np.float64 and got.shape == (1, 2 * g)
+    assert np.array_equal(got, want)
+    assert np.array_equal(np.signbit(got), np.signbit(want))
+    monkeypatch.setattr(kernels, "HAVE_CKERNEL", False)
+    assert np.array_equal(smooth_ece._Grids(conf, correct, None).spread_unit(g), want)
+
+
+def test_spread_unit_calls_the_extension_and_adds_into_out(monkeypatch):
+    """spread_unit runs the C loop when built; the C loop adds into `out` (piece by piece)."""
+    from calibrate_cli import smooth_ece
+
+    calls = []
+    monkeypatch.setattr(kernels._ckernel, "spread_unit", lambda *a: calls.append(a), raising=False)
+    smooth_ece._Grids(np.array([0.5]), np.array([True]), None).spread_unit(1001)
+    assert len(calls) == 1
+    monkeypatch.undo()
+    rng = np.random.default_rng(3)
+    conf, correct = rng.random(999), rng.random(999) < 0.5
+    out = np.full(2 * 11, 0.25)
+    ck.spread_unit(conf, correct, 11, 100, out)
+    assert np.array_equal(out, _numpy_spread(conf, correct, 11, 100, start_value=0.25)[0])
+    one = np.zeros(2 * 11)
+    ck.spread_unit(np.array([0.35]), np.array([False]), 11, 100, one)
+    # 0.35·10 = 3.5: node 3 gets 0.5·0.35 (residual) and 0.5 (density), node 4 the same
+    assert one[3] == one[4] == 0.5 * 0.35 and one[11 + 3] == one[11 + 4] == 0.5
+
+
+def test_smooth_ece_of_evaluate_unchanged_by_the_extension(monkeypatch):
+    """The SmoothECE of `evaluate` on 10^5 × 10 logits is the same float with the extension as with the
+    numpy spreading."""
+    from calibrate_cli.evaluate import evaluate
+
+    rng = np.random.default_rng(11)
+    logits = (rng.standard_normal((100_000, 10)) * 2).astype(np.float32)
+    labels = rng.integers(0, 10, 100_000)
+    with_c = evaluate(logits, labels).metrics["smooth_ece"]
+    monkeypatch.setattr(kernels, "HAVE_CKERNEL", False)
+    without = evaluate(logits, labels).metrics["smooth_ece"]
+    assert np.array_equal(np.asarray(with_c), np.asarray(without)), (with_c, without)
+
+
+def _good_spread():
+    return [np.linspace(0, 1, 10), np.zeros(10, dtype=np.bool_), 11, 4, np.zeros(22)]
+
+
+@pytest.mark.parametrize("index,bad,error", [
+    (0, np.linspace(0, 1, 10, dtype=np.float32), TypeError),
+    (0, np.zeros((2, 5)), ValueError),
+    (1, np.zeros(10, dtype=np.int64), TypeError),
+    (1, np.zeros(9, dtype=np.bool_), ValueError),
+    (2, 1, ValueError),
+    (3, 0, ValueError),
+    (4, np.zeros(21), ValueError),
+    (4, np.zeros(22, dtype=np.float32), TypeError),
+])
+def test_spread_unit_rejects_bad_arguments(index, bad, error):
+    args = _good_spread()
+    args[index] = bad
+    with pytest.raises(error):
+        ck.spread_unit(*args)
+    read_only = np.zeros(22)
+    read_only.flags.writeable = False
+    with pytest.raises(ValueError):
+        ck.spread_unit(*_good_spread()[:4], read_only)
