@@ -223,10 +223,12 @@ pairwise_sum(const double *a, Py_ssize_t n)
 static inline int64_t
 ceil_index(double x)
 {
-    const double c = ceil(x);
     int64_t ci = INT64_MIN;
-    if (c >= -9223372036854775808.0 && c < 9223372036854775808.0) {
-        ci = (int64_t)c;
+    if (x >= -9223372036854775808.0 && x < 9223372036854775808.0) {
+        /* ⌈x⌉ in integers (cheaper than ceil()): the truncation toward zero, plus one when it fell below x (x > 0
+         * and not an integer); exact, as ceil(x) is in range exactly when x is */
+        ci = (int64_t)x;
+        ci += (double)ci < x;
     }
     return (int64_t)((uint64_t)ci - 1u);
 }
@@ -332,9 +334,7 @@ typedef struct {
                 const double s_y = ranked[y];                                           \
                 Py_ssize_t rank = 0;                                                    \
                 for (Py_ssize_t j = 0; j < k; j++) {                                    \
-                    if (ranked[j] > s_y || (ranked[j] == s_y && j < y)) {               \
-                        rank++;                                                         \
-                    }                                                                   \
+                    rank += (ranked[j] > s_y) | ((ranked[j] == s_y) & (j < y));         \
                 }                                                                       \
                 f->top5[i] = rank < 5;                                                  \
             }                                                                           \

@@ -207,6 +207,32 @@ def test_non_finite_values_bin_as_numpy_bins_them(monkeypatch):
     assert got[5].sum() == probs.size  # every value in some cell
 
 
+def test_uniform_bins_one_ulp_around_the_edges(monkeypatch):
+    """The ⌈v·M⌉ candidate (ceil_index, computed in integers) bins every value within a few ulps of an
+    edge b/M, and values whose v·M is just above or below an integer, as the numpy pass does."""
+    monkeypatch.setattr(binning, "_COMPILED_MIN", 1 << 40)
+    monkeypatch.setattr(binning, "_CKERNEL_MIN", 1 << 40)
+    for m in (7, 10, 15, 100):
+        edges = binning.uniform_edges(m)
+        base = np.concatenate([np.arange(m + 1) / m, edges, (np.arange(m + 1) + 0.5) / m])
+        near, up, down = [base], base, base
+        for _ in range(3):  # 1, 2 and 3 ulps above and below
+            up, down = np.nextafter(up, 2.0), np.nextafter(down, -1.0)
+            near += [up, down]
+        v = np.unique(np.clip(np.concatenate(near), 0.0, 1.0))
+        for closed in (True, False):
+            out = [np.zeros(m, dtype=np.int64), np.zeros(m), np.zeros(m)]
+            ck.bin_sums_1d(v, v > 0.5, edges, True, closed, *out)
+            want = binning.bin_statistics(v, v > 0.5, edges, lowest_closed=closed)
+            np.testing.assert_array_equal(out[0], want.count)
+            assert out[1].tobytes() == want.sum_conf.tobytes() and out[2].tobytes() == want.sum_correct.tobytes()
+            for x in v:  # one value at a time: its bin, not only the totals
+                one = [np.zeros(m, dtype=np.int64), np.zeros(m), np.zeros(m)]
+                ck.bin_sums_1d(np.array([x]), np.array([True]), edges, True, closed, *one)
+                np.testing.assert_array_equal(
+                    one[0], binning.bin_statistics(np.array([x]), np.array([True]), edges, lowest_closed=closed).count)
+
+
 def test_binning_uses_the_extension_from_small_sizes(monkeypatch):
     """bin_statistics takes the C loop from _CKERNEL_MIN samples on (same sums as the numpy pass)."""
     calls = []
