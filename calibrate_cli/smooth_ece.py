@@ -24,8 +24,9 @@ its own bisection path; rows that evaluate the same σ share one batched convolu
 
 Spreading: with unit weights (the data themselves, ``weights=None``) each grid is four weighted
 ``np.bincount`` passes over the samples in pieces of 2¹⁸ (O(N) time, O(piece) memory, pieces added in
-order: deterministic); with b rows of weights (the bootstrap) a sparse (2G, N) matrix times the
-(N, b) weights, which shares the per-sample work among the rows.
+order: deterministic; the C extension's ``spread_unit`` when built, the same sums bit for bit); with
+b rows of weights (the bootstrap) a sparse (2G, N) matrix times the (N, b) weights, which shares the
+per-sample work among the rows.
 """
 
 from __future__ import annotations
