@@ -56,6 +56,12 @@ try:  # the C extension (setup.py; optional: absent where no C compiler was foun
 except ImportError:  # pragma: no cover - depends on the build
     _ckernel = None
 
+#: the loops the C extension must hold; a build from older sources (an in-place .so left behind by an
+#: upgrade) that lacks one is not used at all, rather than used in part
+CKERNEL_FUNCTIONS = ("fused_rows", "bin_sums_1d", "spread_unit")
+if _ckernel is not None and not all(hasattr(_ckernel, name) for name in CKERNEL_FUNCTIONS):  # pragma: no cover
+    _ckernel = None
+
 #: the C loops are built (calibrate_cli/_ckernel.c): the fused engine costs nothing to load
 HAVE_CKERNEL = _ckernel is not None
 

@@ -492,3 +492,29 @@ def test_spread_unit_rejects_bad_arguments(index, bad, error):
     read_only.flags.writeable = False
     with pytest.raises(ValueError):
         ck.spread_unit(*_good_spread()[:4], read_only)
+
+
+def test_a_stale_build_lacking_a_loop_is_not_used_at_all():
+    """An extension built from older sources (no spread_unit) is ignored as a whole: the numba/numpy
+    paths run, never an AttributeError half-way through an evaluation."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import sys, types
+        stale = types.ModuleType("calibrate_cli._ckernel")
+        stale.fused_rows = stale.bin_sums_1d = lambda *a: None  # no spread_unit
+        sys.modules["calibrate_cli._ckernel"] = stale
+        import numpy as np
+        import calibrate_cli.kernels as kernels
+        from calibrate_cli import evaluate
+        assert not kernels.HAVE_CKERNEL and kernels._ckernel is None
+        rng = np.random.default_rng(0)
+        print(evaluate(rng.normal(size=(300, 3)), rng.integers(0, 3, 300)).metrics["smooth_ece"] >= 0)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"
