@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..io import split_source
-from ..temperature import OBJECTIVES, parse_grid
+from ..temperature import parse_grid
 from . import render
 from .hints import cli_text
 from .options import (
@@ -24,7 +24,7 @@ from .options import (
     probs_option,
     title_option,
 )
-from .temperature import DEFAULT_GRID_TEXT, load_fit_and_test
+from .temperature import TEMPERATURE_SEARCHES, grid_option, load_fit_and_test, objective_option
 
 #: the report's default resamples: intervals are part of what it shows
 DEFAULT_REPORT_RESAMPLES = 1000
@@ -53,17 +53,11 @@ def input_file(role: str, source: str):
 @output_option("The HTML file to write (.html or .htm).", required=True)
 @force_option
 @click.option(
-    "--search", type=click.Choice(("grid", "nll")), default="grid", show_default=True,
+    "--search", type=click.Choice(TEMPERATURE_SEARCHES), default="grid", show_default=True,
     help="grid: the paper's grid of T, minimising --objective; nll: the exact NLL-optimal T.",
 )
-@click.option(
-    "--objective", type=click.Choice(OBJECTIVES), default=None,
-    help="What the grid search minimises on the validation set [default: ece].",
-)
-@click.option(
-    "--grid", "grid_text", default=DEFAULT_GRID_TEXT, show_default=True, metavar="START:STOP:STEP",
-    help="Temperatures of the grid search, and of the ECE/NLL-versus-T curves.",
-)
+@objective_option()
+@grid_option("Temperatures of the grid search, and of the ECE/NLL-versus-T curves.")
 @binning_options
 @csv_options
 @probs_option("Scores are probabilities: T is fitted through log p (a probability of 0 stays 0).")

@@ -7,7 +7,6 @@ from pathlib import Path
 import click
 
 from .._version import __version__
-from ..calibrators import TemperatureScaling
 from ..errors import InputError
 from ..evaluate import conventions
 from ..io import split_source
@@ -25,7 +24,7 @@ from .options import (
     output_options,
     probs_option,
 )
-from .temperature import DEFAULT_GRID_TEXT, load_fit_and_test
+from .temperature import TEMPERATURE_SEARCHES, grid_option, load_fit_and_test, objective_option
 
 #: the four files of a run folder of `calib train`, in the order of a group on the command line
 RUN_FILES = ("val_logits.npy", "val_labels.npy", "test_logits.npy", "test_labels.npy")
@@ -35,7 +34,6 @@ PERCENT = render.PERCENT_METRICS
 #: the error (T never changes it: one column) and the metric whose Post-T cell carries T in LaTeX
 ERROR, ECE = TABLE_METRICS[0], TABLE_METRICS[1]
 #: the temperature searches of `calib temperature` (the calibrator registry's)
-TEMPERATURE_SEARCHES = tuple(TemperatureScaling.searches)
 
 
 def group_inputs(items: tuple[str, ...]) -> list[tuple[str, tuple[str, str, str, str]]]:
@@ -220,14 +218,8 @@ def table_payload(rows, models, input_kind: str, n_bins: int, compat, warnings: 
     help="How T is fitted on each validation set, as `calib temperature`: grid (the paper: T = 0.1 … 10.0 by "
     "the ECE) or nll (the exact NLL optimum).",
 )
-@click.option(
-    "--objective", type=click.Choice(OBJECTIVES), default=None,
-    help="What the grid search minimises on the validation set [default: ece].",
-)
-@click.option(
-    "--grid", "grid_text", default=DEFAULT_GRID_TEXT, show_default=True, metavar="START:STOP:STEP",
-    help="Temperatures of the grid search: START, START+STEP, ... ≤ STOP (T > 0).",
-)
+@objective_option()
+@grid_option()
 @binning_options
 @probs_option()
 @csv_options

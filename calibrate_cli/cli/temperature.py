@@ -141,6 +141,22 @@ def _title(fit, val_scores: str) -> str:
     )
 
 
+#: how `calib report` and `calib table` fit T on each validation set (the searches of temperature scaling)
+TEMPERATURE_SEARCHES = tuple(CALIBRATORS["temperature"].searches)
+
+
+def objective_option(help: str = "What the grid search minimises on the validation set [default: ece]."):
+    """--objective: the metric the grid of T minimises (temperature, report, table)."""
+    return click.option("--objective", type=click.Choice(OBJECTIVES), default=None, help=help)
+
+
+def grid_option(help: str = "Temperatures of the grid search: START, START+STEP, ... ≤ STOP (T > 0)."):
+    """--grid START:STOP:STEP: the temperatures of the grid search (temperature, report, table)."""
+    return click.option(
+        "--grid", "grid_text", default=DEFAULT_GRID_TEXT, show_default=True, metavar="START:STOP:STEP", help=help
+    )
+
+
 @click.command("temperature")
 @click.argument("val_scores", metavar="VAL_LOGITS")
 @click.argument("val_labels", metavar="VAL_LABELS")
@@ -152,20 +168,8 @@ def _title(fit, val_scores: str) -> str:
     help="; ".join(f"{search}: {spec.help}" for cls in CALIBRATORS.values() for search, spec in cls.searches.items())
     + ".",
 )
-@click.option(
-    "--objective",
-    type=click.Choice(OBJECTIVES),
-    default=None,
-    help="What the grid search minimises on the fitting set [default: ece; the other searches: nll].",
-)
-@click.option(
-    "--grid",
-    "grid_text",
-    default=DEFAULT_GRID_TEXT,
-    show_default=True,
-    metavar="START:STOP:STEP",
-    help="Temperatures of the grid search: START, START+STEP, ... ≤ STOP (T > 0).",
-)
+@objective_option("What the grid search minimises on the fitting set [default: ece; the other searches: nll].")
+@grid_option()
 @binning_options
 @csv_options
 @click.option(

@@ -33,17 +33,6 @@ class _Fallback(Exception):
     """The fast path cannot be sure: the full reader must run."""
 
 
-def _count_lines(path: Path) -> int:
-    n = 0
-    with open(path, "rb") as f:
-        while True:
-            block = f.read(1 << 20)  # small reads: the count adds no memory to speak of
-            if not block:
-                break
-            n += block.count(b"\n")
-    return n + 1
-
-
 def count_data_rows(path: Path, header: bool) -> int:
     """The rows of data a well-formed CSV file most likely holds: its lines (a last one without a
     newline counted), less the empty lines before the first row and after the last, and less the
@@ -281,7 +270,7 @@ def _read(path, label, header, decide_header, choose):
         state = _start(f, header, decide_header, choose)
         cells, line_no, deferred = state["cells"], state["line_no"], state["deferred"]
         names, width, columns, label_index = state["names"], state["width"], state["columns"], state["label_index"]
-        n_max = _count_lines(path)
+        n_max = count_data_rows(path, False)  # every non-empty line: at least the rows of data
         scores = np.empty((n_max, len(columns)), dtype=np.float64)
         labels = None
         n = 0
