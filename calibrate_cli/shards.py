@@ -21,6 +21,7 @@ task (loading its own shard where it runs) and the summaries merge here, on the 
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import warnings
 from dataclasses import dataclass, fields, replace
@@ -228,15 +229,27 @@ def _dask_summaries(client, shards, load, wheres, kwargs, progress) -> list:
 #: seconds to wait for a scheduler given by address
 CONNECT_TIMEOUT_S = 10
 
+#: the loggers a cluster writes to while it runs and shuts down
+DASK_LOGGER_PREFIXES = ("distributed", "tornado", "asyncio")
+
+
+def dask_loggers() -> list[logging.Logger]:
+    """The loggers of distributed, tornado and asyncio (:data:`DASK_LOGGER_PREFIXES` and their children)."""
+    names = set(DASK_LOGGER_PREFIXES) | {
+        n for n in logging.root.manager.loggerDict if n.startswith(DASK_LOGGER_PREFIXES)
+    }
+    return [logging.getLogger(name) for name in sorted(names)]
+
 
 @contextlib.contextmanager
 def _quiet_dask_logs():
     """Disable the loggers of distributed, tornado and asyncio while a cluster lives and shuts down: a
     shard's error reaches the caller as its own exception, and a closing comm's INFO record (with a
-    traceback) must not reach stderr after calib's one-line error."""
-    prefixes = ("distributed", "tornado", "asyncio")
-    names = set(prefixes) | {n for n in logging.root.manager.loggerDict if n.startswith(prefixes)}
-    loggers = [logging.getLogger(name) for name in sorted(names)]
+    traceback) must not reach stderr after calib's one-line error. Before they are enabled again the
+    garbage is collected, so that a future the shutdown left with an unread exception (a worker's
+    close that timed out on a loaded machine) is finalised, and its "Future exception was never
+    retrieved" record dropped, while they are still off."""
+    loggers = dask_loggers()
     saved = [(logger, logger.disabled) for logger in loggers]
     for logger in loggers:
         logger.disabled = True
@@ -245,6 +258,7 @@ def _quiet_dask_logs():
             warnings.simplefilter("ignore")
             yield
     finally:
+        gc.collect()
         for logger, disabled in saved:
             logger.disabled = disabled
 

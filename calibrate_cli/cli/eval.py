@@ -358,12 +358,25 @@ def _dask(scheduler: str | None):
     from ..shards import dask_client
 
     stack = contextlib.ExitStack()
+    stack.callback(_silence_dask_for_the_rest_of_the_process)
     try:
         client = stack.enter_context(dask_client(scheduler))
     except (OSError, TimeoutError) as exc:
+        stack.close()
         raise InputError(f"--scheduler {scheduler}: cannot reach the Dask scheduler ({render.plain(str(exc))})") from None
     with stack:
         yield client
+
+
+def _silence_dask_for_the_rest_of_the_process() -> None:
+    """Leave distributed's, tornado's and asyncio's loggers off once the cluster is closed: the command
+    is over, and what the cluster's threads leave behind (a future with an unread TimeoutError from a
+    close that timed out on a loaded machine) can be finalised as late as interpreter exit, where its
+    record would land on stderr after calib's own output (CI saw it once)."""
+    from ..shards import dask_loggers
+
+    for logger in dask_loggers():
+        logger.disabled = True
 
 
 def _finish(report, scores, labels_name, gates, gate_on, plot_path, force, fmt, output, bins_csv):

@@ -174,3 +174,48 @@ def test_dask_shard_error_is_one_line_in_a_real_process(shards):
     assert done.returncode == 2, done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "shard 4 of 4" in lines[0] and "y_03.npy: 5 labels" in lines[0], done.stderr
+
+
+#: a wrapped dask_client that, like a worker close timing out on a loaded machine, leaves a future
+#: whose exception nobody reads; it is finalised at interpreter exit, after calib's error line
+LEAKY_CLUSTER = """
+import asyncio, atexit, contextlib, sys
+import calibrate_cli.shards as shards
+real = shards.dask_client
+leaked = []
+atexit.register(leaked.clear)
+
+@contextlib.contextmanager
+def leaky(*args, **kwargs):
+    try:
+        with real(*args, **kwargs) as client:
+            yield client
+    finally:
+        leak()
+
+
+def leak():
+    loop = asyncio.new_event_loop()
+    future = loop.create_future()
+    future.set_exception(TimeoutError("Timeout"))
+    leaked.append((loop, future))
+
+shards.dask_client = leaky
+sys.argv[0] = "calib"
+from calibrate_cli.cli import main
+main()
+"""
+
+
+def test_dask_leftovers_finalised_at_exit_stay_off_stderr(shards):
+    """CI once printed "Future exception was never retrieved ... TimeoutError" after the error line."""
+    pytest.importorskip("distributed")
+    d = shards
+    np.save(d / "labels" / "y_03.npy", np.zeros(5, dtype=np.int64))
+    done = subprocess.run(
+        [sys.executable, "-c", LEAKY_CLUSTER, "eval", str(d / "preds"), str(d / "labels"), "--engine", "dask"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "y_03.npy: 5 labels" in lines[0], done.stderr
