@@ -48,6 +48,7 @@ from .ood import OodResult, ood_auroc
 from .plots import ReliabilityDiagram
 from .predictions import Predictions, as_predictions
 from .probabilities import log_softmax, softmax
+from .device_eval import device_metrics
 from .temperature import TemperatureFit, TemperatureScaler, apply_temperature, fit_temperature
 
 __all__ = [
@@ -84,6 +85,7 @@ __all__ = [
     "brier",
     "check_gates",
     "classwise_ece",
+    "device_metrics",
     "compare",
     "ece",
     "equal_mass_bins",

@@ -19,6 +19,7 @@ interval (e_b, e_{b+1}]; the lowest bin is closed, [e_0, e_1], unless ``lowest_c
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,24 +90,31 @@ def equal_mass_edges(values: np.ndarray, n_bins: int, *, sorted_values: np.ndarr
     (:func:`~calibrate_cli.sorting.order_statistics`), never sorted. ``sorted_values``:
     ``np.sort(values)`` when already at hand (in a dtype that holds the values exactly).
     """
-    m = _check_n_bins(n_bins)
     values = np.asarray(values)
-    n = values.shape[0]
+    if sorted_values is not None:
+        select = sorted_values.__getitem__
+    elif values.dtype == np.float64:  # selected, not sorted: no (N,) copy (calibrate_cli.sorting)
+        select = functools.partial(order_statistics, values)
+    else:
+        select = np.sort(values).__getitem__
+    return equal_mass_edges_of(values.shape[0], n_bins, select)
+
+
+def equal_mass_edges_of(n: int, n_bins: int, select) -> np.ndarray:
+    """:func:`equal_mass_edges` of N values from ``select(ranks)``: the values of ascending rank
+    ``ranks`` (an int64 array), wherever the values are (numpy, or a torch device).
+
+    np.interp over xp = 0..N−1 reads only the two order statistics around each x: interpolating on
+    those points alone is the same arithmetic (same interval, slope and offset), without the (N,)
+    float64 copy of arange(N) that np.interp would make."""
+    m = _check_n_bins(n_bins)
     if n == 0:
         raise InputError("cannot compute equal-mass bin edges of 0 values")
     x = np.linspace(0, n, m + 1)
-    # np.interp over xp = 0..N−1 reads only the two order statistics around each x: interpolating on
-    # those points alone is the same arithmetic (same interval, slope and offset), without the (N,)
-    # float64 copy of arange(N) that np.interp would make
     below = np.clip(np.floor(x).astype(np.int64), 0, n - 1)
     points = np.unique(np.concatenate([below, np.minimum(below + 1, n - 1)]))
-    if sorted_values is not None:
-        at_points = sorted_values[points]
-    elif values.dtype == np.float64:  # selected, not sorted: no (N,) copy (calibrate_cli.sorting)
-        at_points = order_statistics(values, points)
-    else:
-        at_points = np.sort(values)[points]
-    return np.interp(x, points.astype(np.float64), np.asarray(at_points, dtype=np.float64))
+    at_points = np.asarray(select(points), dtype=np.float64)
+    return np.interp(x, points.astype(np.float64), at_points)
 
 
 def assign_bins(values: np.ndarray, edges: np.ndarray, *, lowest_closed: bool = True) -> np.ndarray:

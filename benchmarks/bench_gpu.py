@@ -1,0 +1,170 @@
+"""calib on a CUDA GPU: the issue-15 figure (10^8 × 10 top-label metrics against one read pass over the
+device array) and the agreement with the float64 CPU result. Not a test; needs torch and a GPU.
+
+    python benchmarks/bench_gpu.py                      # 10^8 × 10 float32 logits
+    python benchmarks/bench_gpu.py --n 10000000 --k 100 --no-cpu
+
+"One read pass" is ``x.sum()`` over the float32 device array (every byte read once, nothing written):
+the floor for anything that looks at every logit. Timings are CUDA-event medians after a warm-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+
+import numpy as np
+
+import calibrate_cli as calib
+
+
+def cuda_median(fn, repeat: int) -> float:
+    """Median seconds of ``fn()`` over ``repeat`` runs after one warm-up (CUDA events)."""
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeat):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return float(np.median(times))
+
+
+def wall_median(fn, repeat: int) -> float:
+    import torch
+
+    fn()
+    times = []
+    for _ in range(repeat):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def main() -> None:
+    import torch
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=100_000_000)
+    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--no-cpu", action="store_true", help="skip the float64 CPU reference")
+    parser.add_argument("--host-path", action="store_true", help="also time evaluate(host arrays, device='cuda')")
+    parser.add_argument("--tune", action="store_true", help="time the Triton pass's block sizes")
+    parser.add_argument("--selection", action="store_true", help="time AdaECE's order statistics alone")
+    parser.add_argument("--json", help="write the figures here")
+    args = parser.parse_args()
+    props = torch.cuda.get_device_properties(0)
+    print(f"GPU: {props.name}, {props.total_memory / 2**30:.0f} GiB; torch {torch.__version__}; "
+          f"CPU: {platform.processor() or platform.machine()}, numpy {np.__version__}", flush=True)
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    n, k = args.n, args.k
+    labels = torch.randint(0, k, (n,), device="cuda", generator=gen)
+    logits = torch.randn((n, k), device="cuda", generator=gen, dtype=torch.float32) * 2
+    logits[torch.arange(n, device="cuda"), labels] += 3
+    gib = logits.numel() * 4 / 2**30
+    figures: dict = {"n": n, "k": k, "gpu": props.name, "torch": torch.__version__}
+
+    read = cuda_median(lambda: logits.sum(), args.repeat)
+    figures["read_pass_s"] = read
+    print(f"one read pass (x.sum(), {gib:.2f} GiB float32): {read * 1e3:.2f} ms = {gib / read:.0f} GiB/s", flush=True)
+
+    from calibrate_cli.device_eval import DEVICE_METRICS
+
+    top_label = DEVICE_METRICS
+    device_metrics = {}
+
+    def on_device():
+        device_metrics.update(calib.device_metrics(logits, labels, metrics=top_label))
+
+    if hasattr(calib, "device_metrics"):
+        t = wall_median(on_device, args.repeat)
+        figures["device_top_label_s"] = t
+        print(f"calib.device_metrics (top-label, on the device array): {t * 1e3:.2f} ms = {t / read:.1f}x the read "
+              "pass", flush=True)
+
+        t_ece = wall_median(lambda: calib.device_metrics(logits, labels, metrics=["ece", "nll", "brier", "accuracy"]),
+                            args.repeat)
+        figures["device_without_adaece_s"] = t_ece
+        print(f"  of which without AdaECE (ECE, NLL, Brier, accuracy: the pass alone): {t_ece * 1e3:.2f} ms = "
+              f"{t_ece / read:.1f}x", flush=True)
+
+        if args.tune:
+            from calibrate_cli import _triton_pass
+
+            edges = torch.as_tensor(calib.uniform_edges(15), device="cuda")
+            t_exp = cuda_median(lambda: torch.exp(logits.double()).sum(), args.repeat)
+            print(f"  torch: exp(x.double()).sum(): {t_exp * 1e3:.2f} ms", flush=True)
+            for block, iters, warps in [(128, 32, 4), (256, 32, 8), (128, 64, 4), (64, 32, 2), (256, 16, 4),
+                                        (512, 16, 8)]:
+                t_k = cuda_median(lambda: _triton_pass.run_pass(
+                    logits, labels, edges, is_logits=True, top5=True, keep=True, tolerance=1e-6,
+                    s99_threshold=0.99, block=block, iters=iters, num_warps=warps), args.repeat)
+                print(f"  triton pass block {block} iters {iters} warps {warps}: {t_k * 1e3:.2f} ms", flush=True)
+            conf = torch.softmax(logits.double(), dim=1).amax(dim=1)
+            correct = torch.ones_like(conf, dtype=torch.bool)
+            mass_edges = torch.as_tensor(calib.equal_mass_edges(conf[::97].cpu().numpy(), 15), device="cuda")
+            for block, iters, warps in [(128, 64, 4), (32, 64, 1), (256, 64, 4)]:
+                _triton_pass.BIN_BLOCK, _triton_pass.BIN_ITERS, _triton_pass.NUM_WARPS = block, iters, warps
+                t_b = cuda_median(lambda: _triton_pass.bin_sums(conf, correct, mass_edges), args.repeat)
+                print(f"  triton bin sums block {block} iters {iters} warps {warps}: {t_b * 1e3:.2f} ms", flush=True)
+            del conf, correct
+        if args.selection:
+            from calibrate_cli import device_eval
+
+            conf = torch.softmax(logits.double(), dim=1).amax(dim=1)
+            ranks = np.unique(np.linspace(0, n - 1, 32).astype(np.int64))
+            default = device_eval.SELECT_BUCKET_BITS
+            for bits in (16, 13, 11, 9):
+                device_eval.SELECT_BUCKET_BITS = bits
+                t_sel = wall_median(lambda: device_eval.order_statistics_on_device(conf, ranks), args.repeat)
+                figures[f"select_{bits}_bits_s"] = t_sel
+                print(f"  order statistics of {n:,} confidences, {bits}-bit buckets: {t_sel * 1e3:.2f} ms", flush=True)
+            device_eval.SELECT_BUCKET_BITS = default
+            t_sort = wall_median(lambda: torch.sort(conf), args.repeat)
+            print(f"  torch.sort of the same: {t_sort * 1e3:.2f} ms", flush=True)
+            del conf
+
+    if args.host_path:
+        x_host = logits.cpu().numpy()
+        y_host = labels.cpu().numpy()
+        start = time.perf_counter()
+        host_cuda = calib.evaluate(x_host, y_host, device="cuda", metrics=list(top_label)).metrics
+        figures["evaluate_host_cuda_s"] = time.perf_counter() - start
+        print(f"calib.evaluate(host arrays, device='cuda'), top-label: {figures['evaluate_host_cuda_s']:.2f} s",
+              flush=True)
+        if not device_metrics:
+            device_metrics.update(host_cuda)
+
+    if not args.no_cpu:
+        x_host = logits.cpu().numpy()
+        y_host = labels.cpu().numpy()
+        start = time.perf_counter()
+        cpu = calib.evaluate(x_host, y_host, metrics=list(top_label)).metrics
+        figures["cpu_s"] = time.perf_counter() - start
+        diffs = {m: abs(device_metrics[m] - cpu[m]) if cpu[m] is not None else 0.0 for m in top_label}
+        figures["max_abs_diff"] = max(diffs.values())
+        figures["cpu_metrics"] = {m: cpu[m] for m in top_label}
+        print(f"CPU float64 evaluate (top-label): {figures['cpu_s']:.1f} s", flush=True)
+        for m in top_label:
+            print(f"  {m:15s} device {device_metrics[m]!r:24}  cpu {cpu[m]!r:24}  |diff| {diffs[m]:.2e}")
+        print(f"largest difference: {figures['max_abs_diff']:.2e} (goal: 1e-9)")
+    figures["device_metrics"] = device_metrics
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(figures, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

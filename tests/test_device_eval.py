@@ -1,0 +1,183 @@
+"""calibrate_cli.device_eval: top-label metrics of torch tensors on their device, against the numpy engine
+(`evaluate`, itself checked against independent float64 loops) and np.sort for the selection."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import calibrate_cli as calib  # noqa: E402
+from calibrate_cli import device_eval  # noqa: E402
+from calibrate_cli.device_eval import DEVICE_METRICS, device_metrics, order_statistics_on_device  # noqa: E402
+from calibrate_cli.errors import InputError  # noqa: E402
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+HAS_CUDA = torch.cuda.is_available()
+#: the CPU (torch's eager pass) and, where there is one, the GPU (the Triton kernel)
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU"))]
+
+
+def synthetic(n, k, seed=0, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, k, n)
+    logits = (rng.standard_normal((n, k)) * 2).astype(dtype)
+    logits[np.arange(n), labels] += 2
+    return logits, labels
+
+
+def assert_matches_numpy(scores, labels, input_kind="logits", n_bins=15, device="cpu", tol=1e-9):
+    expected = calib.evaluate(scores, labels, input_kind=input_kind, n_bins=n_bins).metrics
+    got = device_metrics(torch.as_tensor(scores, device=device), torch.as_tensor(labels, device=device),
+                         input_kind=input_kind, n_bins=n_bins)
+    assert set(got) == set(DEVICE_METRICS)
+    for name in DEVICE_METRICS:
+        if expected[name] is None:
+            assert got[name] is None, name
+        else:
+            assert got[name] == pytest.approx(expected[name], abs=tol, rel=0), name
+    return got, expected
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """Chunks of a few rows, and a selection that refines (tiny buckets) rather than sorting at once."""
+    monkeypatch.setattr(device_eval, "EAGER_CHUNK_VALUES", 37)
+    monkeypatch.setattr(device_eval, "SELECT_SORT_LIMIT", 8)
+    monkeypatch.setattr(device_eval, "SELECT_BUCKET_BITS", 3)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("k", [2, 3, 10, 130])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_logits_match_the_numpy_engine(k, dtype, device, small_chunks):
+    logits, labels = synthetic(3001, k, seed=k, dtype=dtype)
+    assert_matches_numpy(logits, labels, device=device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_probabilities_binary_scores_and_one_sample(device, small_chunks):
+    logits, labels = synthetic(999, 7, seed=3, dtype=np.float64)
+    probs = calib.softmax(logits)
+    assert_matches_numpy(probs, labels, input_kind="probs", device=device)
+    rng = np.random.default_rng(5)
+    y2 = rng.integers(0, 2, 500)
+    assert_matches_numpy(rng.normal(size=500), y2, device=device)  # 1-D log-odds
+    assert_matches_numpy(rng.uniform(size=500), y2, input_kind="probs", device=device)  # 1-D p(class 1)
+    got, _ = assert_matches_numpy(np.array([[0.5, 2.0, -1.0]]), np.array([1]), device=device)  # N = 1
+    assert got["accuracy"] == 1.0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_ties_and_confidences_on_bin_edges(device, small_chunks):
+    """Equal logits (argmax takes the first), and probabilities exactly on the edges b/M."""
+    logits = np.zeros((40, 4))
+    logits[::3, 2] = 1.0
+    labels = np.arange(40) % 4
+    assert_matches_numpy(logits, labels, device=device)
+    m = 10
+    conf = np.repeat(np.arange(1, m + 1) / m, 7)
+    conf = conf[conf >= 0.5]
+    probs = np.stack([conf, 1 - conf], axis=1)
+    labels = np.arange(conf.shape[0]) % 2
+    assert_matches_numpy(probs, labels, input_kind="probs", n_bins=m, tol=1e-15, device=device)
+    # a confidence of exactly 1.0: one huge logit
+    assert_matches_numpy(np.array([[0.0, 800.0], [1.0, 0.0]]), np.array([1, 1]), device=device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_metrics_subset_and_refusals(device):
+    logits, labels = synthetic(100, 5)
+    x, y = torch.as_tensor(logits, device=device), torch.as_tensor(labels, device=device)
+    assert set(device_metrics(x, y, metrics=["ece", "nll"])) == {"ece", "nll"}
+    with pytest.raises(InputError, match="not classwise_ece"):
+        device_metrics(x, y, metrics=["classwise_ece"])
+    with pytest.raises(InputError, match="torch tensors"):
+        device_metrics(logits, labels)
+    bad = x.clone()
+    bad[7, 2] = float("nan")
+    with pytest.raises(InputError, match=r"scores contain NaN \(first at row 7\)"):
+        device_metrics(bad, y)
+    with pytest.raises(InputError, match=r"class indices in \[0, 5\)"):
+        device_metrics(x, y + 1)
+    with pytest.raises(InputError, match="labels must be integers"):
+        device_metrics(x, y.double())
+    with pytest.raises(InputError, match="sum to 1"):
+        device_metrics(x.softmax(dim=1) * 0.9, y, input_kind="probs")
+    with pytest.raises(InputError, match="labels of shape"):
+        device_metrics(x, y[:-1])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(st.sampled_from([0.0, -0.0, 1e-300, 0.1, 0.25, 0.5, 0.5000000000000001, 0.75, 1.0]) | st.floats(0, 1),
+                    min_size=1, max_size=300),
+    data=st.data(),
+)
+def test_order_statistics_equal_np_sort(values, data):
+    values = np.array(values, dtype=np.float64)
+    ranks = np.array(data.draw(st.lists(st.integers(0, values.shape[0] - 1), min_size=1, max_size=40)))
+    old = device_eval.SELECT_SORT_LIMIT, device_eval.SELECT_BUCKET_BITS
+    device_eval.SELECT_SORT_LIMIT, device_eval.SELECT_BUCKET_BITS = 4, 2
+    try:
+        got = order_statistics_on_device(torch.as_tensor(values), ranks)
+    finally:
+        device_eval.SELECT_SORT_LIMIT, device_eval.SELECT_BUCKET_BITS = old
+    np.testing.assert_array_equal(got, np.sort(values)[ranks] + 0.0)
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+@pytest.mark.parametrize("k", [2, 10, 100, 1100])  # 1100 > MAX_K: the torch.compile pass
+def test_cuda_compiled_equals_numpy_and_eager(k, monkeypatch):
+    logits, labels = synthetic(200_003 if k < 1000 else 9_001, k, seed=k)
+    compiled, _ = assert_matches_numpy(logits, labels, device="cuda")
+    monkeypatch.setenv(device_eval.COMPILE_ENV, "0")
+    eager = device_metrics(torch.as_tensor(logits, device="cuda"), torch.as_tensor(labels, device="cuda"))
+    for name in DEVICE_METRICS:
+        assert compiled[name] == pytest.approx(eager[name], abs=1e-12), name
+    again = device_metrics(torch.as_tensor(logits, device="cuda"), torch.as_tensor(labels, device="cuda"))
+    assert again == eager  # a CUDA run repeats bit for bit
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture])
+@given(
+    values=st.lists(st.sampled_from([0.0, -0.0, 0.1, 0.5, 0.5000000000000001, 1.0]) | st.floats(0, 1),
+                    min_size=1, max_size=400),
+    margin=st.integers(0, 4),
+    data=st.data(),
+)
+def test_bracketed_selection_equals_np_sort_or_falls_back(values, margin, data, monkeypatch):
+    """Brackets from a strided sample of 16 values, a margin of 0-4 positions: missed brackets (often,
+    with such a sample) fall back to the histogram selection; either way the values are exact."""
+    values = np.array(values, dtype=np.float64)
+    ranks = np.array(data.draw(st.lists(st.integers(0, values.shape[0] - 1), min_size=1, max_size=40)))
+    with monkeypatch.context() as m:
+        m.setattr(device_eval, "SELECT_BRACKET_MIN", 0)
+        m.setattr(device_eval, "SELECT_SAMPLE", 16)
+        m.setattr(device_eval, "SELECT_MARGIN", margin)
+        m.setattr(device_eval, "SELECT_SORT_LIMIT", 4)
+        m.setattr(device_eval, "SELECT_BUCKET_BITS", 2)
+        got = order_statistics_on_device(torch.as_tensor(values), ranks)
+    np.testing.assert_array_equal(got, np.sort(values)[ranks] + 0.0)
+
+
+def test_bracketed_selection_takes_both_paths(monkeypatch):
+    """A random order: the brackets hold (no fallback); a periodic order that the stride samples badly
+    with no margin: the fallback runs; both exact."""
+    monkeypatch.setattr(device_eval, "SELECT_BRACKET_MIN", 0)
+    monkeypatch.setattr(device_eval, "SELECT_SAMPLE", 64)
+    calls = []
+    real = device_eval._select_bits
+    monkeypatch.setattr(device_eval, "_select_bits", lambda *a: calls.append(1) or real(*a))
+    rng = np.random.default_rng(0)
+    values = rng.uniform(size=100_000)
+    ranks = np.linspace(0, values.shape[0] - 1, 31).astype(np.int64)
+    monkeypatch.setattr(device_eval, "SELECT_MARGIN", 64)
+    np.testing.assert_array_equal(order_statistics_on_device(torch.as_tensor(values), ranks), np.sort(values)[ranks])
+    assert not calls
+    periodic = np.tile(np.array([0.9] + [0.1] * 1562), 64)  # every stride-th value is 0.9
+    monkeypatch.setattr(device_eval, "SELECT_MARGIN", 0)
+    got = order_statistics_on_device(torch.as_tensor(periodic), ranks)
+    np.testing.assert_array_equal(got, np.sort(periodic)[ranks])
+    assert calls
