@@ -518,3 +518,83 @@ def test_a_stale_build_lacking_a_loop_is_not_used_at_all():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "True"
+
+
+# --------------------------------------------------------------------------- nll_rows (exact NLL fit)
+
+
+def _numpy_nll_sums(z, y, beta):
+    """Σ NLL, Σ (E_p[d] − d_y), Σ Var_p[d] at β in plain numpy float64 (C library exp and log)."""
+    z = np.asarray(z, dtype=np.float64)
+    d = z - z.max(axis=1, keepdims=True)
+    e = np.exp(beta * d)
+    s = e.sum(axis=1)
+    d0 = np.where(np.isneginf(d), 0.0, d)
+    m1 = (e * d0).sum(axis=1) / s
+    m2 = (e * d0 * d0).sum(axis=1) / s
+    d_y = d[np.arange(len(y)), y]
+    return np.array([np.sum(np.log(s) - beta * d_y), np.sum(m1 - d_y), np.sum(np.maximum(m2 - m1 * m1, 0.0))])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [2, 10, 130])
+@pytest.mark.parametrize("beta", [0.05, 1.0, 7.5])
+def test_nll_rows_equals_numpy_and_numba(dtype, k, beta):
+    rng = np.random.default_rng(k)
+    n = 3000
+    z = (rng.standard_normal((n, k)) * 4).astype(dtype)
+    z[:50] = np.round(z[:50])  # ties of the maximum
+    y = rng.integers(0, k, n)
+    out = np.full(3, 1.0)  # adds into out
+    ck.nll_rows(z, y, beta, out)
+    expected = _numpy_nll_sums(z, y, beta)
+    np.testing.assert_allclose(out - 1.0, expected, rtol=1e-12)  # the polynomial exp: within 2 ulps
+    if kernels.HAVE_NUMBA:
+        from calibrate_cli._grid_kernel import nll_rows
+
+        numba_out = np.full(3, 1.0)
+        nll_rows(z, y, beta, numba_out)
+        np.testing.assert_allclose(out, numba_out, rtol=1e-14)  # the same operations, contracted or not
+
+
+def test_nll_rows_log_probabilities_of_zero_and_bad_arguments():
+    with np.errstate(divide="ignore"):
+        z = np.log(np.array([[0.0, 0.25, 0.75], [0.5, 0.5, 0.0]]))  # −inf: a probability of 0
+    y = np.array([2, 0])
+    out = np.zeros(3)
+    ck.nll_rows(z, y, 1.0, out)
+    np.testing.assert_allclose(out, _numpy_nll_sums(z, y, 1.0), rtol=1e-13)
+    with pytest.raises(ValueError, match="outside"):
+        ck.nll_rows(z, np.array([0, 3]), 1.0, np.zeros(3))
+    with pytest.raises(ValueError, match="out"):
+        ck.nll_rows(z, y, 1.0, np.zeros(2))
+    with pytest.raises(TypeError):
+        ck.nll_rows(np.zeros((2, 3), dtype=np.int64), y, 1.0, np.zeros(3))
+
+
+_NLL_FIT = """
+import sys
+import numpy as np
+from calibrate_cli import fit_temperature
+fit = fit_temperature(np.load(sys.argv[1]), np.load(sys.argv[2]), search="nll")
+print("numba" in sys.modules, fit.parameters["passes"])
+"""
+
+
+def test_exact_nll_fit_runs_the_extension_without_numba(tmp_path):
+    """The Newton passes of `--search nll` run on the C loops above numba's threshold: numba (and its
+    ~1 s of import and cache loading) is not loaded."""
+    rng = np.random.default_rng(5)
+    n, k = 300_000, 10
+    x = rng.standard_normal((n, k), dtype=np.float32) * 3
+    y = rng.integers(0, k, n)
+    x[np.arange(n), y] += 2
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    assert n * k * 8 >= kernels.FUSED_MIN_VALUES  # where numba's kernel was the default
+    env = {key: v for key, v in os.environ.items() if key != kernels.ENGINE_ENV}
+    out = subprocess.run([sys.executable, "-c", _NLL_FIT, str(tmp_path / "x.npy"), str(tmp_path / "y.npy")],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr
+    imported, passes = out.stdout.split()
+    assert imported == "False" and int(passes) > 1, out.stdout

@@ -21,7 +21,8 @@ from calibrate_cli.temperature import apply_temperature  # noqa: E402
 
 
 def _with_engine(monkeypatch, engine):
-    monkeypatch.setattr(temperature_module, "default_engine", lambda n_values=None: engine)
+    monkeypatch.setattr(temperature_module, "default_engine", lambda n_values=None: engine)  # the grid
+    monkeypatch.setattr(temperature_module, "nll_engine", lambda n_values=None: engine)  # the NLL fit
 
 
 def _fits(monkeypatch, *args, **kwargs):

@@ -32,6 +32,8 @@ import numpy as np
 
 from ..binning import BinStats, uniform_edges
 from ..errors import Advice, InputError
+from .. import kernels
+from ..kernels import default_engine as nll_engine  # the NLL pass is in the C extension too
 from ..kernels import numba_engine as default_engine  # the grid kernels are numba's: its threshold
 from ..metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins
 from ..parallel import map_chunks
@@ -75,7 +77,9 @@ def apply_temperature(logits: np.ndarray, temperature: float, *, scores_name: st
     overflow is refused (:func:`~calibrate_cli.predictions.check_scaled_range`)."""
     t = check_temperature(temperature)
     check_scaled_range(logits, t, scores_name=scores_name)
-    return np.asarray(logits, dtype=np.float64) / t
+    logits = np.asarray(logits)
+    # one float64 array, written once (widening and dividing in one pass: no float64 copy divided again)
+    return np.divide(logits, t, out=np.empty(logits.shape, dtype=np.float64), dtype=np.float64)
 
 
 def scale_scores(
@@ -276,7 +280,8 @@ def _grid_pass(data, temps, objective, n_bins, compat, report, ops=None) -> np.n
 
 def _nll_pass(data: FitData, beta: float, engine: str = "numpy") -> tuple[float, float, float]:
     """One pass at β = 1/T: the mean NLL of softmax(β z), its derivative in β and the mean variance.
-    ``engine="fused"``: the same sums by the compiled kernel (:func:`~calibrate_cli._grid_kernel.nll_rows`);
+    ``engine="fused"``: the same sums by the compiled kernel (the C extension's ``nll_rows``, else numba's
+    :func:`~calibrate_cli._grid_kernel.nll_rows`: the same float64 operations, equal to rounding);
     a torch device's namespace (:func:`~calibrate_cli.devices.array_ops`): by
     :func:`~calibrate_cli.torch_engine.nll_sums` there.
 
@@ -312,7 +317,10 @@ def _nll_pass(data: FitData, beta: float, engine: str = "numpy") -> tuple[float,
             total, grad, var = total + chunk_total, grad + chunk_grad, var + chunk_var
         return total / data.n, grad / data.n, var / data.n
     if engine == "fused":
-        from .._grid_kernel import nll_rows
+        if kernels.HAVE_CKERNEL:  # no numba to load (~1 s of a whole `calib temperature --search nll`)
+            nll_rows = kernels._ckernel.nll_rows
+        else:
+            from .._grid_kernel import nll_rows
 
         def one_chunk(rows: slice) -> tuple[float, float, float]:  # noqa: F811 - the compiled pass
             out = np.zeros(3)
@@ -474,7 +482,7 @@ class TemperatureScaling(Calibrator):
             )
         if self.search == "nll":
             ops = _device_ops(self.device)
-            engine = ops if ops is not None else default_engine(data.n * data.k * 8)
+            engine = ops if ops is not None else nll_engine(data.n * data.k * 8)
             t, solver, warnings, value, at_one = _fit_nll(data, progress, engine)
             self.temperature_ = t
             return FitInfo("nll", value, at_one, data.n, data.k, solver, warnings=tuple(warnings))
