@@ -279,20 +279,31 @@ typedef struct {
 } Fused;
 
 #define DEFINE_FUSED_ROWS(NAME, T)                                                      \
-    static void NAME(Fused *f, const T *scores)                                         \
+    static void NAME(Fused *f, const T *restrict scores)                                \
     {                                                                                   \
-        const Py_ssize_t k = f->k, m = f->m;                                            \
-        double *p = f->p, *z = f->z;                                                    \
-        for (Py_ssize_t i = 0; i < f->rows; i++) {                                      \
+        /* every pointer and size in a local: the stores into the cells cannot then alias \
+         * them (Python's CFLAGS include -fno-strict-aliasing), so they stay in registers */ \
+        const Py_ssize_t k = f->k, m = f->m, rows = f->rows;                            \
+        const int is_logits = f->is_logits, want_top5 = f->want_top5;                   \
+        const int classwise = f->classwise;                                             \
+        const int64_t *restrict labels = f->labels;                                     \
+        const double *restrict edges = f->edges;                                        \
+        double *restrict conf = f->conf, *restrict nll = f->nll;                        \
+        double *restrict brier = f->brier;                                              \
+        unsigned char *restrict correct = f->correct, *restrict top5 = f->top5;         \
+        int64_t *restrict count = f->count;                                             \
+        double *restrict sum_p = f->sum_p, *restrict sum_y = f->sum_y;                  \
+        double *restrict p = f->p, *restrict z = f->z;                                  \
+        for (Py_ssize_t i = 0; i < rows; i++) {                                         \
             const T *row = scores + i * k;                                              \
-            const int64_t y = f->labels[i];                                             \
+            const int64_t y = labels[i];                                                  \
             if (y < 0 || y >= k) {                                                      \
                 f->bad_row = i;                                                         \
                 return;                                                                 \
             }                                                                           \
             double logp_y;                                                              \
             const double *ranked;                                                       \
-            if (f->is_logits) {                                                         \
+            if (is_logits) {                                                            \
                 double mx = (double)row[0];                                             \
                 for (Py_ssize_t j = 1; j < k; j++) {                                    \
                     double v = (double)row[j];                                          \
@@ -324,28 +335,28 @@ typedef struct {
                     best = j;                                                           \
                 }                                                                       \
             }                                                                           \
-            f->conf[i] = p[best];                                                       \
-            f->correct[i] = best == y;                                                  \
-            f->nll[i] = -logp_y;                                                        \
+            conf[i] = p[best];                                                          \
+            correct[i] = best == y;                                                     \
+            nll[i] = -logp_y;                                                           \
             double acc = 0.0;                                                           \
             for (Py_ssize_t j = 0; j < k; j++) {                                        \
                 double d = j == y ? p[j] - 1.0 : p[j];                                  \
                 acc += d * d;                                                           \
             }                                                                           \
-            f->brier[i] = acc;                                                          \
-            if (f->want_top5) {                                                         \
+            brier[i] = acc;                                                             \
+            if (want_top5) {                                                            \
                 const double s_y = ranked[y];                                           \
                 Py_ssize_t rank = 0;                                                    \
                 for (Py_ssize_t j = 0; j < k; j++) {                                    \
                     rank += (ranked[j] > s_y) | ((ranked[j] == s_y) & (j < y));         \
                 }                                                                       \
-                f->top5[i] = rank < 5;                                                  \
+                top5[i] = rank < 5;                                                     \
             }                                                                           \
-            if (f->classwise) {                                                         \
+            if (classwise) {                                                            \
                 for (Py_ssize_t j = 0; j < k; j++) {                                    \
                     const double v = p[j];                                              \
                     int64_t b;                                                          \
-                    UNIFORM_BIN_CANDIDATE(v, m, f->edges, b);                           \
+                    UNIFORM_BIN_CANDIDATE(v, m, edges, b);                              \
                     if (b > m - 1) {                                                    \
                         b = m - 1;                                                      \
                     }                                                                   \
@@ -353,10 +364,10 @@ typedef struct {
                         b = 0;                                                          \
                     }                                                                   \
                     const Py_ssize_t cell = j * m + (Py_ssize_t)b;                      \
-                    f->count[cell] += 1;                                                \
-                    f->sum_p[cell] += v;                                                \
+                    count[cell] += 1;                                                   \
+                    sum_p[cell] += v;                                                   \
                     if (j == y) {                                                       \
-                        f->sum_y[cell] += 1.0;                                          \
+                        sum_y[cell] += 1.0;                                             \
                     }                                                                   \
                 }                                                                       \
             }                                                                           \
