@@ -8,6 +8,7 @@ import pytest
 
 import calibrate_cli as calib
 from calibrate_cli.cli import cli
+from cli_helpers import one_line_error  # noqa: E402
 
 
 @pytest.fixture()
@@ -31,16 +32,6 @@ def write(path, lines) -> str:
 
 def run(runner, *args):
     return runner.invoke(cli, [str(a) for a in args])
-
-
-def one_line_error(result, *fragments):
-    assert result.exit_code == 2, (result.exit_code, result.output)
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("Error:") and "Traceback" not in result.output
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    return lines[0]
 
 
 def n_of(result) -> int:

@@ -15,6 +15,7 @@ import pytest
 import calibrate_cli as calib
 from calibrate_cli.cli import cli
 from calibrate_cli.errors import InputError
+from cli_helpers import one_line_error  # noqa: E402
 
 # a numpy/torch warning would reach the user raw, before the error line: make it fail the test
 pytestmark = pytest.mark.filterwarnings("error")
@@ -22,18 +23,6 @@ pytestmark = pytest.mark.filterwarnings("error")
 
 def run(runner, *args, env=None):
     return runner.invoke(cli, [str(a) for a in args], env=env)
-
-
-def one_line_error(result, *fragments, absent=()):
-    assert result.exit_code == 2, (result.exit_code, result.output)
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr  # no warning printed before the error
-    assert lines[0].startswith("Error:") and "Traceback" not in result.output
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    for fragment in absent:
-        assert fragment not in lines[0], lines[0]
-    return lines[0]
 
 
 @pytest.fixture()

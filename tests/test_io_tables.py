@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from calibrate_cli.cli import cli
+from cli_helpers import one_line_error  # noqa: E402
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -37,16 +38,6 @@ def metrics(result) -> dict:
 
 def npy_metrics(runner, tmp_path, *extra) -> dict:
     return metrics(run(runner, "eval", tmp_path / "z.npy", tmp_path / "y.npy", "-f", "json", *extra))
-
-
-def one_line_error(result, *fragments):
-    assert result.exit_code == 2, (result.exit_code, result.output, result.stderr)
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("Error:") and "Traceback" not in result.output
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    return lines[0]
 
 
 def columns_table(logits, labels, prefix="logit_"):

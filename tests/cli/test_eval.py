@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 import calibrate_cli as calib
 from calibrate_cli.cli import cli
+from cli_helpers import one_line_error  # noqa: E402
 
 
 @pytest.fixture()
@@ -29,16 +30,6 @@ def data(tmp_path):
 
 def run(runner, *args):
     return runner.invoke(cli, [str(a) for a in args])
-
-
-def assert_one_line_error(result, *fragments):
-    assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("Error:")
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
 
 
 def test_json_output_equals_the_library_call(runner, data):
@@ -108,7 +99,7 @@ def test_gate_on_undefined_metric_fails(runner, data):
 @pytest.mark.parametrize("gate", ["ece", "ece=", "foo=0.1", "ece=abc", "=0.1"])
 def test_malformed_gate_is_exit_2(runner, data, gate):
     folder, _, _ = data
-    assert_one_line_error(run(runner, "eval", folder / "logits.npy", folder / "labels.npy", "--fail-above", gate), "gate" if gate != "foo=0.1" else "unknown metric")
+    one_line_error(run(runner, "eval", folder / "logits.npy", folder / "labels.npy", "--fail-above", gate), "gate" if gate != "foo=0.1" else "unknown metric")
 
 
 def test_output_file_is_written_atomically_and_not_overwritten(runner, data):
@@ -118,7 +109,7 @@ def test_output_file_is_written_atomically_and_not_overwritten(runner, data):
     assert first.exit_code == 0 and json.loads(out.read_text())["n"] == 300
     out.write_text("keep me")
     again = run(runner, "eval", folder / "logits.npy", folder / "labels.npy", "-f", "json", "-o", out)
-    assert_one_line_error(again, str(out), "--force")
+    one_line_error(again, str(out), "--force")
     assert out.read_text() == "keep me"
     forced = run(runner, "eval", folder / "logits.npy", folder / "labels.npy", "-o", out, "--force")
     # the format follows the suffix (issue 19.3): a forced rewrite of m.json is JSON, not the table
@@ -171,35 +162,35 @@ def test_probs_with_zero_true_class_warns_and_reports_inf(runner, tmp_path):
 
 def test_missing_and_unknown_files(runner, data, tmp_path):
     folder, _, _ = data
-    assert_one_line_error(run(runner, "eval", tmp_path / "nope.npy", folder / "labels.npy"), "nope.npy", "no such file")
+    one_line_error(run(runner, "eval", tmp_path / "nope.npy", folder / "labels.npy"), "nope.npy", "no such file")
     (tmp_path / "x.txt").write_text("1,2")
-    assert_one_line_error(run(runner, "eval", tmp_path / "x.txt", folder / "labels.npy"), "x.txt", "unknown file type")
-    assert_one_line_error(run(runner, "eval", tmp_path, folder / "labels.npy"), "directory")
+    one_line_error(run(runner, "eval", tmp_path / "x.txt", folder / "labels.npy"), "x.txt", "unknown file type")
+    one_line_error(run(runner, "eval", tmp_path, folder / "labels.npy"), "directory")
 
 
 def test_pickled_and_corrupt_files(runner, data, tmp_path):
     folder, logits, _ = data
     with open(tmp_path / "pickled.npy", "wb") as f:
         pickle.dump({"logits": logits}, f)
-    assert_one_line_error(run(runner, "eval", tmp_path / "pickled.npy", folder / "labels.npy"), "pickled.npy", "pickled")
+    one_line_error(run(runner, "eval", tmp_path / "pickled.npy", folder / "labels.npy"), "pickled.npy", "pickled")
     np.save(tmp_path / "objects.npy", np.array([{"a": 1}, None], dtype=object), allow_pickle=True)
-    assert_one_line_error(run(runner, "eval", tmp_path / "objects.npy", folder / "labels.npy"), "objects.npy", "pickled")
+    one_line_error(run(runner, "eval", tmp_path / "objects.npy", folder / "labels.npy"), "objects.npy", "pickled")
     raw = (folder / "logits.npy").read_bytes()
     (tmp_path / "truncated.npy").write_bytes(raw[: len(raw) // 2])
-    assert_one_line_error(run(runner, "eval", tmp_path / "truncated.npy", folder / "labels.npy"), "truncated.npy", "truncated or corrupt")
+    one_line_error(run(runner, "eval", tmp_path / "truncated.npy", folder / "labels.npy"), "truncated.npy", "truncated or corrupt")
     (tmp_path / "garbage.npy").write_bytes(b"hello world, not numpy")
-    assert_one_line_error(run(runner, "eval", tmp_path / "garbage.npy", folder / "labels.npy"), "garbage.npy", "not a .npy")
+    one_line_error(run(runner, "eval", tmp_path / "garbage.npy", folder / "labels.npy"), "garbage.npy", "not a .npy")
     (tmp_path / "bad.npz").write_bytes(b"PK\x03\x04 broken zip")
-    assert_one_line_error(run(runner, "eval", tmp_path / "bad.npz", folder / "labels.npy"), "bad.npz")
+    one_line_error(run(runner, "eval", tmp_path / "bad.npz", folder / "labels.npy"), "bad.npz")
     np.savez(tmp_path / "obj.npz", a=np.array([None, 1], dtype=object))
-    assert_one_line_error(run(runner, "eval", tmp_path / "obj.npz", folder / "labels.npy"), "obj.npz", "pickled")
+    one_line_error(run(runner, "eval", tmp_path / "obj.npz", folder / "labels.npy"), "obj.npz", "pickled")
 
 
 def test_npz_key_errors(runner, data):
     folder, logits, labels = data
     np.savez(folder / "two.npz", logits=logits, labels=labels)
-    assert_one_line_error(run(runner, "eval", folder / "two.npz", folder / "labels.npy"), "two.npz", "several arrays")
-    assert_one_line_error(run(runner, "eval", f"{folder}/two.npz:nope", folder / "labels.npy"), "nope", "logits, labels")
+    one_line_error(run(runner, "eval", folder / "two.npz", folder / "labels.npy"), "two.npz", "several arrays")
+    one_line_error(run(runner, "eval", f"{folder}/two.npz:nope", folder / "labels.npy"), "nope", "logits, labels")
 
 
 @pytest.mark.parametrize(
@@ -219,24 +210,24 @@ def test_spec_error_list_through_the_cli(runner, tmp_path, scores, labels, fragm
     np.save(tmp_path / "s.npy", scores)
     np.save(tmp_path / "l.npy", labels)
     result = run(runner, "eval", tmp_path / "s.npy", tmp_path / "l.npy")
-    assert_one_line_error(result, fragment)
+    one_line_error(result, fragment)
     assert "s.npy" in result.stderr or "l.npy" in result.stderr
 
 
 def test_probs_that_do_not_sum_to_one_suggest_dropping_the_flag(runner, data):
     folder, _, _ = data
-    assert_one_line_error(run(runner, "eval", folder / "logits.npy", folder / "labels.npy", "--probs"), "logits.npy", "drop --probs")
+    one_line_error(run(runner, "eval", folder / "logits.npy", folder / "labels.npy", "--probs"), "logits.npy", "drop --probs")
 
 
 def test_csv_errors(runner, tmp_path, data):
     folder, _, _ = data
     (tmp_path / "bad.csv").write_text("a,b\n0.1,0.9\n0.2,oops\n")
-    assert_one_line_error(run(runner, "eval", tmp_path / "bad.csv", folder / "labels.npy"), "bad.csv", "line 3", "oops")
+    one_line_error(run(runner, "eval", tmp_path / "bad.csv", folder / "labels.npy"), "bad.csv", "line 3", "oops")
     (tmp_path / "ragged.csv").write_text("0.1,0.9\n0.2\n")
-    assert_one_line_error(run(runner, "eval", tmp_path / "ragged.csv", folder / "labels.npy"), "ragged.csv", "columns")
+    one_line_error(run(runner, "eval", tmp_path / "ragged.csv", folder / "labels.npy"), "ragged.csv", "columns")
     (tmp_path / "ok.csv").write_text("a,b,y\n0.1,0.9,1\n")
-    assert_one_line_error(run(runner, "eval", tmp_path / "ok.csv", "--label-col", "label"), "ok.csv", "no column named")
-    assert_one_line_error(run(runner, "eval", folder / "logits.npy", "--label-col", "y"), "--label-col works with .csv")
+    one_line_error(run(runner, "eval", tmp_path / "ok.csv", "--label-col", "label"), "ok.csv", "no column named")
+    one_line_error(run(runner, "eval", folder / "logits.npy", "--label-col", "y"), "--label-col works with .csv")
 
 
 def test_usage_errors_exit_2(runner, data):
@@ -254,7 +245,7 @@ def test_pt_file_without_torch_says_how_to_install_it(runner, data, tmp_path, mo
     folder, _, _ = data
     monkeypatch.setitem(__import__("sys").modules, "torch", None)  # import torch → ImportError
     (tmp_path / "x.pt").write_bytes(b"not really")
-    assert_one_line_error(run(runner, "eval", tmp_path / "x.pt", folder / "labels.npy"), "x.pt", "pip install")
+    one_line_error(run(runner, "eval", tmp_path / "x.pt", folder / "labels.npy"), "x.pt", "pip install")
 
 
 def test_pt_files(runner, data, tmp_path):
@@ -264,7 +255,7 @@ def test_pt_files(runner, data, tmp_path):
     doc = json.loads(run(runner, "eval", f"{tmp_path}/run.pt:logits", f"{tmp_path}/run.pt:labels", "-f", "json").stdout)
     assert doc["metrics"]["ece"] == calib.evaluate(logits, labels).metrics["ece"]
     torch.save({"obj": Evil()}, tmp_path / "evil.pt")
-    assert_one_line_error(run(runner, "eval", f"{tmp_path}/evil.pt:obj", folder / "labels.npy"), "evil.pt")
+    one_line_error(run(runner, "eval", f"{tmp_path}/evil.pt:obj", folder / "labels.npy"), "evil.pt")
 
 
 def test_help_lists_eval_and_ends_with_examples(runner):

@@ -5,9 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,21 +13,13 @@ import numpy as np
 import pytest
 
 from calibrate_cli.cli import cli
+from cli_helpers import one_line_error  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(runner, args, **kwargs):
     return runner.invoke(cli, [str(a) for a in args], catch_exceptions=False, **kwargs)
-
-
-def one_line_error(result, *fragments):
-    assert result.exit_code == 2, (result.output, result.stderr)
-    err = result.stderr.strip()
-    assert err.count("\n") == 0 and err.startswith("Error: "), err
-    assert "Traceback" not in err
-    for fragment in fragments:
-        assert fragment in err, err
 
 
 @pytest.fixture()

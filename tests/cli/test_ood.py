@@ -12,6 +12,7 @@ import pytest
 
 from calibrate_cli.cli import cli
 from naive_reference import auroc_pairs, entropy, softmax_rows
+from cli_helpers import one_line_error  # noqa: E402
 
 
 def run(runner, *args):
@@ -32,13 +33,6 @@ def files(tmp_path):
     np.save(tmp_path / "in.npy", inside.astype(np.float32))
     np.save(tmp_path / "out.npy", outside.astype(np.float32))
     return tmp_path, inside.astype(np.float32), outside.astype(np.float32)
-
-
-def one_line_error(result, fragment):
-    assert result.exit_code == 2, (result.output, result.stderr)
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("Error: ") and fragment in lines[0], result.stderr
-    assert "Traceback" not in result.output
 
 
 def test_json_keys_equal_the_double_loop(runner, files):

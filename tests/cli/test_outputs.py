@@ -22,6 +22,7 @@ import pytest
 from calibrate_cli import io as calib_io
 from calibrate_cli.cli import cli
 from calibrate_cli.errors import OutputError
+from cli_helpers import one_line_error  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
 #: the console script, run by this interpreter (so that PYTHONPATH applies)
@@ -42,14 +43,6 @@ def data(tmp_path):
 
 def run(runner, *args):
     return runner.invoke(cli, [str(a) for a in args])
-
-
-def one_line_error(result, *fragments):
-    assert result.exit_code == 2, (result.exit_code, result.output, result.stderr)
-    err = result.stderr.strip()
-    assert err.count("\n") == 0 and err.startswith("Error: "), err
-    for fragment in fragments:
-        assert fragment in err, err
 
 
 def leftovers(folder):

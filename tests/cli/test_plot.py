@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from calibrate_cli.cli import cli
+from cli_helpers import one_line_error  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -27,15 +28,6 @@ def data(tmp_path):
 
 def run(runner, args):
     return runner.invoke(cli, [str(a) for a in args], catch_exceptions=False)
-
-
-def one_line_error(result, *fragments):
-    assert result.exit_code == 2, result.output
-    err = result.stderr.strip()
-    assert err.count("\n") == 0 and err.startswith("Error: "), err
-    assert "Traceback" not in err
-    for fragment in fragments:
-        assert fragment in err, err
 
 
 @pytest.mark.parametrize("ext,magic", [("png", PNG), ("pdf", b"%PDF-"), ("svg", b"<?xml")])

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from calibrate_cli.cli import cli
+from cli_helpers import one_line_error  # noqa: E402
 
 
 @pytest.fixture()
@@ -35,15 +36,6 @@ def run(runner, *args):
 def as_json(result):
     assert result.exit_code == 0, (result.output, result.stderr)
     return json.loads(result.stdout)
-
-
-def assert_one_line_error(result, *fragments):
-    assert result.exit_code == 2, (result.output, result.stderr)
-    assert "Traceback" not in result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
 
 
 def assert_same(sharded: dict, whole: dict):
@@ -94,29 +86,29 @@ def test_shard_counts_must_match(runner, shards):
     d = shards
     (d / "labels" / "y_03.npy").unlink()
     result = run(runner, d / "preds" / "x_*.npy", d / "labels" / "y_*.npy")
-    assert_one_line_error(result, "(a pattern matching 4 file(s))", "(a pattern matching 3 file(s))", "as many shards")
+    one_line_error(result, "(a pattern matching 4 file(s))", "(a pattern matching 3 file(s))", "as many shards")
 
 
 def test_glob_against_one_file_is_a_count_mismatch(runner, shards):
     d = shards
     result = run(runner, d / "preds" / "x_*.npy", d / "all_labels.npy")
-    assert_one_line_error(result, "(a pattern matching 4 file(s))", "all_labels.npy (one file)")
+    one_line_error(result, "(a pattern matching 4 file(s))", "all_labels.npy (one file)")
     result = run(runner, d / "preds", d / "all_labels.npy")
-    assert_one_line_error(result, "(a directory of 4 .npy file(s))", "as many shards")
+    one_line_error(result, "(a directory of 4 .npy file(s))", "as many shards")
 
 
 def test_each_pair_must_have_the_same_n(runner, shards):
     d = shards
     np.save(d / "labels" / "y_02.npy", np.zeros(349, dtype=np.int64))
     result = run(runner, d / "preds", d / "labels")
-    assert_one_line_error(result, "shard 3 of 4", "y_02.npy: 349 labels", "x_02.npy has 350 rows")
+    one_line_error(result, "shard 3 of 4", "y_02.npy: 349 labels", "x_02.npy has 350 rows")
 
 
 def test_pattern_without_files(runner, shards):
     d = shards
-    assert_one_line_error(run(runner, d / "preds" / "z_*.npy", d / "labels"), "z_*.npy: no file matches")
+    one_line_error(run(runner, d / "preds" / "z_*.npy", d / "labels"), "z_*.npy: no file matches")
     (d / "empty").mkdir()
-    assert_one_line_error(run(runner, d / "empty", d / "labels"), "without .npy files")
+    one_line_error(run(runner, d / "empty", d / "labels"), "without .npy files")
 
 
 def test_scheduler_needs_dask_engine(runner, shards):
@@ -135,7 +127,7 @@ def test_missing_dask_is_one_line(runner, shards, monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed → ImportError
     d = shards
     result = run(runner, d / "preds", d / "labels", "--engine", "dask")
-    assert_one_line_error(result, "--engine dask needs dask[distributed]", "pip install")
+    one_line_error(result, "--engine dask needs dask[distributed]", "pip install")
 
 
 def test_dask_engine_equals_local(runner, shards):
@@ -148,7 +140,7 @@ def test_dask_engine_equals_local(runner, shards):
     assert single["metrics"] == whole_json(runner, d)["metrics"]
     bad = d / "labels" / "y_01.npy"
     np.save(bad, np.zeros(3, dtype=np.int64))
-    assert_one_line_error(run(runner, d / "preds", d / "labels", "--engine", "dask"), "shard 2 of 4", "y_01.npy")
+    one_line_error(run(runner, d / "preds", d / "labels", "--engine", "dask"), "shard 2 of 4", "y_01.npy")
 
 
 def test_unreachable_scheduler_is_one_line(runner, shards, monkeypatch):
@@ -158,7 +150,7 @@ def test_unreachable_scheduler_is_one_line(runner, shards, monkeypatch):
     monkeypatch.setattr(calibrate_cli.shards, "CONNECT_TIMEOUT_S", 1)
     d = shards
     result = run(runner, d / "preds", d / "labels", "--engine", "dask", "--scheduler", "tcp://127.0.0.1:9")
-    assert_one_line_error(result, "--scheduler tcp://127.0.0.1:9: cannot reach the Dask scheduler")
+    one_line_error(result, "--scheduler tcp://127.0.0.1:9: cannot reach the Dask scheduler")
 
 
 def test_dask_shard_error_is_one_line_in_a_real_process(shards):

@@ -14,6 +14,7 @@ from calibrate_cli.cli import cli
 from calibrate_cli.io import load_temperature
 from calibrate_cli.probabilities import softmax
 from calibrate_cli.temperature import apply_temperature, fit_temperature
+from cli_helpers import one_line_error  # noqa: E402
 
 REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference"
 
@@ -48,14 +49,6 @@ def files(tmp_path):
 def run(*args):
     result = CliRunner().invoke(cli, [str(a) for a in args])
     return result
-
-
-def one_line_error(result, fragment: str) -> None:
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("Error: ") and fragment in lines[0], lines[0]
-    assert "Traceback" not in result.output
 
 
 def test_json_equals_the_library(files):
