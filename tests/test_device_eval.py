@@ -181,3 +181,26 @@ def test_bracketed_selection_takes_both_paths(monkeypatch):
     got = order_statistics_on_device(torch.as_tensor(periodic), ranks)
     np.testing.assert_array_equal(got, np.sort(periodic)[ranks])
     assert calls
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_half_precision_non_contiguous_scores_and_narrow_or_bool_labels(device):
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((500, 4)) * 2).astype(np.float16)
+    y = rng.integers(0, 4, 500)
+    expected = calib.evaluate(x, y).metrics
+    columns_major = torch.as_tensor(x, device=device).T.contiguous().T  # a non-contiguous view
+    for scores, labels in [(torch.as_tensor(x, device=device), torch.as_tensor(y.astype(np.int32), device=device)),
+                           (columns_major, torch.as_tensor(y.astype(np.uint8), device=device))]:
+        got = device_metrics(scores, labels)
+        for name in DEVICE_METRICS:
+            assert got[name] == pytest.approx(expected[name], abs=1e-12), name
+    yb = y % 2 == 1
+    xb = rng.standard_normal(500)
+    expected = calib.evaluate(xb, yb).metrics
+    got = device_metrics(torch.as_tensor(xb, device=device), torch.as_tensor(yb, device=device))
+    assert got["ece"] == pytest.approx(expected["ece"], abs=1e-12)
+    with pytest.raises(InputError, match="n_bins"):
+        device_metrics(torch.as_tensor(x, device=device), torch.as_tensor(y, device=device), n_bins=0)
+    with pytest.raises(InputError, match="input_kind"):
+        device_metrics(torch.as_tensor(x, device=device), torch.as_tensor(y, device=device), input_kind="prob")
