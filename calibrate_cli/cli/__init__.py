@@ -84,6 +84,27 @@ def _tolerant_streams() -> None:
                 reconfigure(errors="replace")
 
 
+#: numpy's switch for huge-page advice on large arrays; a user's setting of it is kept
+HUGEPAGE_ENV = "NUMPY_MADVISE_HUGEPAGE"
+
+
+def _no_hugepage_advice() -> None:
+    """Stop numpy from asking for transparent huge pages on its large arrays (``madvise``), unless
+    ``NUMPY_MADVISE_HUGEPAGE`` says otherwise. calib's arrays are written once and read in order, so
+    huge pages save little, while their first touch can cost several times that of small pages: on
+    the virtual machines calib is developed on, 3-4 ms per MB against ~1 (80 MB: 0.24-0.34 s against
+    0.07 s), 2-4.5 s of a 21-25 s `calib temperature` on 10^6 × 100 (docs/performance.md)."""
+    if HUGEPAGE_ENV in os.environ:
+        return
+    import numpy as np
+
+    core = getattr(np, "_core", None) or getattr(np, "core", None)
+    switch = getattr(getattr(core, "multiarray", None), "_set_madvise_hugepage", None)
+    if switch is not None:
+        with contextlib.suppress(Exception):
+            switch(False)
+
+
 def _silence_stdout() -> None:
     """After a broken pipe: point stdout at /dev/null so the interpreter's final flush is quiet."""
     with contextlib.suppress(Exception):
@@ -102,6 +123,7 @@ class CalibGroup(click.Group):
 
     def main(self, *args, **kwargs):
         _tolerant_streams()
+        _no_hugepage_advice()
         with _terminating_signals():
             return super().main(*args, **kwargs)
 

@@ -191,3 +191,20 @@ def test_compare_and_temperature_csv_numbers_have_15_significant_digits(runner, 
     before = evaluate(logits, labels).metrics["nll"]
     assert rows["nll"][0] == f"{before:.15g}"
     assert rows["temperature"] == ["1.0", repr(fit.temperature)]  # parameters exact (repr)
+
+
+def test_the_cli_turns_numpy_huge_page_advice_off_unless_asked(runner, monkeypatch):
+    """Huge pages cost more to touch than they save on calib's write-once arrays (docs/performance.md);
+    NUMPY_MADVISE_HUGEPAGE, when set, is the user's choice and is kept."""
+    import numpy as np
+
+    from calibrate_cli.cli import HUGEPAGE_ENV, cli
+
+    switch = np._core.multiarray._set_madvise_hugepage
+    monkeypatch.delenv(HUGEPAGE_ENV, raising=False)
+    switch(True)
+    runner.invoke(cli, ["--version"])
+    assert switch(True) is False  # returns the setting it replaces
+    monkeypatch.setenv(HUGEPAGE_ENV, "1")
+    runner.invoke(cli, ["--version"])
+    assert switch(True) is True
