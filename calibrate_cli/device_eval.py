@@ -15,15 +15,17 @@ One pass per row chunk (:func:`_chunk_sums`) reads each logit once and computes
     brier_i = Σ_k (p_ik − [k = y_i])²,  top5_i = [#{z_k > z_y} + #{k < y : z_k = z_y} < 5]
     b_i = searchsorted(edges, conf_i, left) − 1 clamped to [0, M) (bins (e_b, e_b+1], bin 0 closed)
 
-and reduces them at once; the chunk's confidences and correctness are kept (8 + 1 bytes a row) for
-AdaECE. On CUDA the pass is compiled by ``torch.compile`` (one fused kernel: no (rows × K) float64
-temporary is ever written to memory); elsewhere it runs eagerly, the same formulas.
+and reduces them at once; the confidences and correctness are kept (8 + 1 bytes a row) for AdaECE.
+On CUDA with Triton the pass is :mod:`calibrate_cli._triton_pass` (one row per thread, the same
+formulas; measured in docs/performance.md); for K > 1024 it is :func:`_chunk_sums` compiled by
+``torch.compile``; elsewhere (CPU tensors, no Triton, ``CALIB_TORCH_COMPILE=0``) :func:`_chunk_sums`
+runs eagerly.
 
 AdaECE's edges (:func:`~calibrate_cli.binning.equal_mass_edges_of`, the reference code's
 ``histedges_equalN``) need about 2(M + 1) order statistics of the N confidences:
-:func:`order_statistics_on_device` selects them exactly without sorting the N values (a histogram of
-the float64 bit patterns, which order non-negative doubles as integers; only the buckets that hold a
-wanted rank are gathered and refined).
+:func:`order_statistics_on_device` selects them exactly without sorting the N values (brackets from
+a strided sample verified by one counting pass; else a histogram of the float64 bit patterns, which
+order non-negative doubles as integers, refining only the buckets that hold a wanted rank).
 
 Agreement with the numpy engine: torch's ``exp``/``log`` and its summation orders may differ from
 the C library's and numpy's in the last bit, so every metric agrees with
@@ -347,7 +349,9 @@ def order_statistics_on_device(values, ranks) -> np.ndarray:
     """``sort(values)[ranks]`` of a 1-D float64 tensor of non-negative values, exactly, without sorting
     the N values: as :func:`calibrate_cli.sorting.order_statistics`, for a device.
 
-    Non-negative doubles are ordered as their int64 bit patterns. A set of bit patterns in [lo, hi] is
+    Above :data:`SELECT_BRACKET_MIN` values the ranks are first bracketed from a strided sample
+    (:func:`_select_bracketed`); where a bracket misses its rank, or for fewer values, the histogram:
+    non-negative doubles are ordered as their int64 bit patterns. A set of bit patterns in [lo, hi] is
     counted into 2^:data:`SELECT_BUCKET_BITS` buckets b = (v − lo) >> s (integer counts, exact); the
     members of the buckets that hold a wanted rank are gathered (grouped by bucket) and each group is
     refined the same way, or sorted once it holds at most :data:`SELECT_SORT_LIMIT` values. A group's
