@@ -148,14 +148,16 @@ def _bin_cases():
     correct = rng.random(conf.shape[0]) < 0.5
     cases = []
     for edges in (binning.uniform_edges(15), binning.uniform_edges(10), binning.equal_mass_edges(conf, 15),
-                  binning.torch_linspace_edges(15), binning.equal_mass_edges(np.round(conf, 1), 7)):
+                  binning.torch_linspace_edges(15), binning.equal_mass_edges(np.round(conf, 1), 7),
+                  # 64 edges and more: the binary search rather than the count of the edges below
+                  binning.equal_mass_edges(conf, 100), binning.uniform_edges(64)):
         for closed in (True, False):
             for targets in (correct, correct.astype(np.float64) * 0.75):
                 cases.append((conf.astype(edges.dtype), targets, edges, closed))
     return cases
 
 
-@pytest.mark.parametrize("case", range(20))
+@pytest.mark.parametrize("case", range(28))
 def test_bin_sums_1d_equals_numba_and_numpy(case, monkeypatch):
     values, targets, edges, closed = _bin_cases()[case]
     m = edges.shape[0] - 1

@@ -1,0 +1,44 @@
+"""The checks of the scores (calibrate_cli.predictions): a cheap min/max per chunk decides whether the
+exact per-row search runs; the error must name the first bad row wherever it is, in any chunk."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import calibrate_cli.predictions as predictions
+from calibrate_cli import as_predictions
+from calibrate_cli.errors import InputError
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    n=st.integers(1, 60),
+    k=st.integers(2, 5),
+    bad=st.sampled_from([np.nan, np.inf, -np.inf]),
+    dtype=st.sampled_from([np.float32, np.float64, np.float16]),
+    data=st.data(),
+)
+def test_the_first_non_finite_row_is_named_in_any_chunk(n, k, bad, dtype, data):
+    rng = np.random.default_rng(n * 7 + k)
+    scores = rng.normal(size=(n, k)).astype(dtype)
+    rows = sorted(data.draw(st.sets(st.integers(0, n - 1), min_size=1, max_size=3)))
+    for r in rows:
+        scores[r, data.draw(st.integers(0, k - 1))] = bad
+    old = predictions._CHUNK_ELEMENTS
+    predictions._CHUNK_ELEMENTS = 7  # chunks of one to three rows
+    try:
+        with pytest.raises(InputError, match=rf"contain {'NaN' if np.isnan(bad) else 'Inf'} \(first at row {rows[0]}\)"):
+            as_predictions(scores, np.zeros(n, dtype=np.int64), "logits")
+    finally:
+        predictions._CHUNK_ELEMENTS = old
+
+
+@pytest.mark.parametrize("value,message", [(-0.01, "outside"), (1.5, "outside"), (0.7, "sum to 1")])
+def test_probabilities_out_of_range_or_not_summing_to_one_name_their_row(value, message, monkeypatch):
+    monkeypatch.setattr(predictions, "_CHUNK_ELEMENTS", 8)
+    probs = np.full((30, 4), 0.25)
+    probs[17] = [value, 1.0 - value, 0.0, 0.0] if message == "outside" else [value, 0.1, 0.1, 0.2]
+    with pytest.raises(InputError, match=rf"{message}.*row 17|row 17.*{message}"):
+        as_predictions(probs, np.zeros(30, dtype=np.int64), "probs")
+    probs[17] = [0.25] * 4
+    as_predictions(probs, np.zeros(30, dtype=np.int64), "probs")  # valid again: no error
