@@ -115,18 +115,17 @@ def device_metric_sums(scores, labels, *, input_kind: str = "logits", n_bins: in
     d_edges = torch.as_tensor(width_edges, dtype=torch.float64, device=x.device)
     keep = "mass" in needed
     tolerance = float(probs_sum_tolerance(np.empty(0, dtype=_numpy_dtype(x.dtype))))
-    compiled = _compiled_pass(x.device)
     triton_pass = _triton_pass(x.device, k)
     if triton_pass is not None:  # one kernel over all rows
+        from ._triton_pass import bin_sums
+
         conf, correct, totals = triton_pass(x, y, d_edges, is_logits=is_logits, top5=k > 5, keep=keep,
                                             tolerance=tolerance, s99_threshold=S99_THRESHOLD)
     else:
-        conf, correct, totals = _chunked_pass(torch, x, y, d_edges, compiled, is_logits, keep, tolerance)
-    _raise_for_bad_rows(torch, x, y, totals, is_logits, k, tolerance)
-    if triton_pass is not None:
-        from ._triton_pass import bin_sums
-    else:
+        compiled = _compiled_pass(x.device)
         bin_sums = compiled[1] if compiled else _bin_sums
+        conf, correct, totals = _chunked_pass(torch, x, y, d_edges, compiled, is_logits, keep, tolerance)
+    _raise_for_bad_rows(torch, x, totals, is_logits, tolerance)
 
     mass = None
     if keep:
@@ -196,63 +195,41 @@ def _bin_sums(conf, correct, edges):
 
 
 def _chunk_sums(x, y, edges, *, is_logits: bool, top5: bool, n: int, tolerance: float):
-    """One row chunk: (conf, correct, int sums, float sums). The int sums: width-bin counts (M), bin
-    #correct (M), #correct, #top-5, #infinite NLL, #s99, #s99 correct, #rows with a non-finite score,
-    #rows of probabilities outside [0, 1] or whose sum is off by more than ``tolerance``, min label,
-    max label. The float sums: width-bin Σconf (M), Σconf, Σ finite NLL, Σ finite NLL / n, Σ Brier."""
+    """One row chunk: (conf, correct, int sums, float sums), the per-row quantities from
+    :func:`~calibrate_cli.torch_engine.row_quantities` (the torch engine's formulas). The int sums:
+    width-bin counts (M), bin #correct (M), #correct, #top-5, #infinite NLL, #s99, #s99 correct, #rows
+    with a non-finite score, #rows of probabilities outside [0, 1] or whose sum is off by more than
+    ``tolerance``. The float sums: width-bin Σconf (M), Σconf, Σ finite NLL, Σ finite NLL / n, Σ Brier."""
     import torch
 
+    from .torch_engine import row_quantities
+
     f64 = torch.float64
-    work = x.to(f64)
-    k = x.shape[1]
-    y_col = y[:, None]
+    p, conf, correct, nll, brier, hit5 = row_quantities(x, y, is_logits=is_logits, work=f64, top5=top5)
     if is_logits:
-        z = work - work.amax(dim=1, keepdim=True)
-        e = torch.exp(z)
-        total = e.sum(dim=1, keepdim=True)
-        p = e / total
-        nll = torch.log(total[:, 0]) - torch.gather(z, 1, y_col)[:, 0]
-        ranked = z
         bad_probs = torch.zeros_like(y, dtype=torch.bool)
     else:
-        p = work
-        nll = -torch.log(torch.gather(p, 1, y_col)[:, 0])
-        ranked = p
-        row_sum = p.sum(dim=1)
-        bad_probs = ((p < 0) | (p > 1 + tolerance)).any(dim=1) | (torch.abs(row_sum - 1.0) > tolerance)
-    pred = torch.argmax(p, dim=1)
-    conf = torch.gather(p, 1, pred[:, None])[:, 0]
-    correct = pred == y
-    classes = torch.arange(k, device=x.device)[None, :]
-    is_y = classes == y_col
-    brier = ((p - is_y.to(f64)) ** 2).sum(dim=1)
-    if top5:
-        s_y = torch.gather(ranked, 1, y_col)
-        rank = (ranked > s_y).sum(dim=1) + ((ranked == s_y) & (classes < y_col)).sum(dim=1)
-        hit5 = (rank < 5).sum()
-    else:
-        hit5 = torch.zeros((), dtype=torch.int64, device=x.device)
+        bad_probs = ((p < 0) | (p > 1 + tolerance)).any(dim=1) | (torch.abs(p.sum(dim=1) - 1.0) > tolerance)
     count, sum_conf, sum_correct = _bin_sums(conf, correct, edges)
     infinite = torch.isinf(nll)
     finite_nll = torch.where(infinite, torch.zeros((), dtype=f64, device=x.device), nll)
     confident = conf >= S99_THRESHOLD
     non_finite = (~torch.isfinite(x)).any(dim=1)
+    hits = hit5.sum() if hit5 is not None else torch.zeros((), dtype=torch.int64, device=x.device)
     int64 = torch.int64
     ints = torch.cat([
         count.to(int64), sum_correct.to(int64),
         torch.stack([
-            correct.sum(), hit5, infinite.sum(), confident.sum(), (confident & correct).sum(), non_finite.sum(),
+            correct.sum(), hits, infinite.sum(), confident.sum(), (confident & correct).sum(), non_finite.sum(),
             bad_probs.sum(),
         ]).to(int64),
-        torch.stack([y.min(), y.max()]).to(int64),
     ])
     floats = torch.cat([sum_conf, torch.stack([conf.sum(), finite_nll.sum(), (finite_nll / n).sum(), brier.sum()])])
     return conf, correct, ints, floats
 
 
 def _unpack(ints: np.ndarray, floats: np.ndarray, m: int) -> dict:
-    """Name the summed vectors of :func:`_chunk_sums` (the label min/max were summed too: recomputed
-    by :func:`_raise_for_bad_rows` only where needed, so they are dropped here)."""
+    """Name the summed vectors of :func:`_chunk_sums`."""
     names = ("correct", "top5", "nll_inf", "s99", "s99_correct", "non_finite", "bad_probs")
     out = {"count": ints[:m].astype(np.int64), "sum_correct": ints[m:2 * m].astype(np.float64)}
     out.update({name: int(v) for name, v in zip(names, ints[2 * m:2 * m + len(names)])})
@@ -261,7 +238,7 @@ def _unpack(ints: np.ndarray, floats: np.ndarray, m: int) -> dict:
     return out
 
 
-def _raise_for_bad_rows(torch, x, y, totals: dict, is_logits: bool, k: int, tolerance: float) -> None:
+def _raise_for_bad_rows(torch, x, totals: dict, is_logits: bool, tolerance: float) -> None:
     """One-line errors for what the pass counted: non-finite scores, probabilities that are not."""
     if totals["non_finite"]:
         bad = (~torch.isfinite(x)).any(dim=1)

@@ -31,7 +31,7 @@ import warnings
 
 import numpy as np
 
-__all__ = ["TORCH_CHUNK_ELEMENTS", "grid_sums", "nll_sums", "torch_chunk"]
+__all__ = ["TORCH_CHUNK_ELEMENTS", "grid_sums", "nll_sums", "row_quantities", "torch_chunk"]
 
 #: score values per chunk moved to the device at once (float64 temporaries ~0.5-1 GB on the device);
 #: a constant, so the results never depend on the device's memory
@@ -49,34 +49,9 @@ def torch_chunk(ops, scores: np.ndarray, labels: np.ndarray, edges: np.ndarray, 
         x = ops.asarray(scores)  # host → device in the stored dtype
     y = ops.asarray(labels).to(torch.int64)
     rows, k = x.shape
-    r = ops.arange(rows)
-    if is_logits:
-        z = x.to(work)
-        z = z - z.max(dim=1, keepdim=True).values
-        p = torch.exp(z)
-        total = p.sum(dim=1, keepdim=True)
-        p /= total
-        logp_y = z[r, y] - torch.log(total[:, 0])
-        ranked = z
-    else:
-        p = x.to(work)
-        logp_y = torch.log(p[r, y])  # log 0 = −inf: an infinite NLL, as numpy's
-        ranked = p
+    p, conf, correct, nll, brier, hit5 = row_quantities(x, y, is_logits=is_logits, work=work, top5=top5)
     del x
-    pred = torch.argmax(p, dim=1)
-    conf = p[r, pred]
-    correct = pred == y
-    nll = -logp_y.to(torch.float64)
-    hit5 = None
-    if top5:
-        s_y = ranked[r, y][:, None]
-        below = ops.arange(k)[None, :] < y[:, None]
-        rank = (ranked > s_y).sum(dim=1) + ((ranked == s_y) & below).sum(dim=1)
-        hit5 = ops.to_numpy(rank < 5)
-    residual = p.to(torch.float64, copy=True)
-    residual[r, y] -= 1.0
-    brier = (residual * residual).sum(dim=1)
-    del residual
+    hit5 = None if hit5 is None else ops.to_numpy(hit5)
     stats = None
     if classwise:
         m = edges.shape[0] - 1
@@ -87,6 +62,43 @@ def torch_chunk(ops, scores: np.ndarray, labels: np.ndarray, edges: np.ndarray, 
 
             stats = _class_bin_statistics(ops.to_numpy(p), labels, edges, lowest_closed)
     return (ops.to_numpy(conf), ops.to_numpy(correct), ops.to_numpy(nll), ops.to_numpy(brier), hit5, stats)
+
+
+def row_quantities(x, y, *, is_logits: bool, work, top5: bool):
+    """Per row of the (rows, K) scores ``x`` (a torch tensor on any device; ``y`` its int64 labels there):
+    (p, conf, correct, nll, brier, top5 | None) as tensors on that device, by the formulas of the module
+    docstring, computed in the dtype ``work`` (NLL and Brier in float64). Shared by the host-chunk pass
+    (:func:`torch_chunk`) and the pass over tensors already on the device
+    (:func:`calibrate_cli.device_eval._chunk_sums`). No in-place writes: ``x`` may be the caller's."""
+    import torch
+
+    f64 = torch.float64
+    y_col = y[:, None]
+    if is_logits:
+        z = x.to(work)
+        z = z - z.amax(dim=1, keepdim=True)
+        e = torch.exp(z)
+        total = e.sum(dim=1, keepdim=True)
+        p = e / total
+        logp_y = torch.gather(z, 1, y_col)[:, 0] - torch.log(total[:, 0])
+        ranked = z
+    else:
+        p = x.to(work)
+        logp_y = torch.log(torch.gather(p, 1, y_col)[:, 0])  # log 0 = −inf: an infinite NLL, as numpy's
+        ranked = p
+    pred = torch.argmax(p, dim=1)  # the first maximal index on ties
+    conf = torch.gather(p, 1, pred[:, None])[:, 0]
+    correct = pred == y
+    nll = -logp_y.to(f64)
+    classes = torch.arange(x.shape[1], device=x.device)[None, :]
+    hit5 = None
+    if top5:
+        s_y = torch.gather(ranked, 1, y_col)
+        rank = (ranked > s_y).sum(dim=1) + ((ranked == s_y) & (classes < y_col)).sum(dim=1)
+        hit5 = rank < 5
+    residual = p.to(f64) - (classes == y_col).to(f64)  # p_k − [k = y]: p_y − 1 and p_k − 0 = p_k, exactly
+    brier = (residual * residual).sum(dim=1)
+    return p, conf, correct, nll, brier, hit5
 
 
 def _class_bins(ops, p, y, edges: np.ndarray, lowest_closed: bool) -> tuple:

@@ -1,12 +1,16 @@
-"""calibrate_cli.device_eval: top-label metrics of torch tensors on their device, against the numpy engine
-(`evaluate`, itself checked against independent float64 loops) and np.sort for the selection."""
+"""calibrate_cli.device_eval: top-label metrics of torch tensors on their device, against the independent
+float64 loops of tests/naive_reference.py and tests/naive_metrics.py, and np.sort for the selection."""
 
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
-import calibrate_cli as calib  # noqa: E402
+import math  # noqa: E402
+
+import naive_metrics  # noqa: E402
+import naive_reference as naive  # noqa: E402
+
 from calibrate_cli import device_eval  # noqa: E402
 from calibrate_cli.device_eval import DEVICE_METRICS, device_metrics, order_statistics_on_device  # noqa: E402
 from calibrate_cli.errors import InputError  # noqa: E402
@@ -27,11 +31,38 @@ def synthetic(n, k, seed=0, dtype=np.float32):
     return logits, labels
 
 
-def assert_matches_numpy(scores, labels, input_kind="logits", n_bins=15, device="cpu", tol=1e-9):
-    expected = calib.evaluate(scores, labels, input_kind=input_kind, n_bins=n_bins).metrics
+def reference_metrics(scores, labels, input_kind="logits", n_bins=15) -> dict:
+    """Every metric of DEVICE_METRICS by the independent float64 loops of tests/naive_reference.py and
+    tests/naive_metrics.py (binary scores become the two columns calib defines: [0, s] for log-odds,
+    [1 − s, s] for p(class 1))."""
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.ndim == 1:
+        scores = np.stack([1.0 - scores, scores] if input_kind == "probs" else [np.zeros_like(scores), scores], axis=1)
+    probs = scores if input_kind == "probs" else np.array(naive.softmax_rows(scores))
+    share, s99_accuracy = naive.s99(probs, labels)
+    out = {
+        "accuracy": naive.accuracy(probs, labels),
+        "ece": naive.ece(probs, labels, n_bins),
+        "adaece": naive.adaece(probs, labels, n_bins),
+        "mce": naive.mce(probs, labels, n_bins),
+        "rms_ce": naive_metrics.rms_ce(probs, labels, n_bins),
+        "debiased_l2_ce": naive_metrics.debiased_l2_ce(probs, labels, n_bins),
+        "nll": naive.nll_probs(probs, labels) if input_kind == "probs" else naive.nll(scores, labels),
+        "brier": naive.brier(probs, labels),
+        "top5_accuracy": naive.top5_accuracy(probs, labels) if scores.shape[1] > 5 else None,
+        "mean_confidence": naive.mean_confidence(probs),
+        "s99_share": share,
+        "s99_accuracy": None if math.isnan(s99_accuracy) else s99_accuracy,
+    }
+    out["error"] = 1.0 - out["accuracy"]
+    return out
+
+
+def assert_matches_reference(scores, labels, input_kind="logits", n_bins=15, device="cpu", tol=1e-9):
+    expected = reference_metrics(scores, labels, input_kind, n_bins)
     got = device_metrics(torch.as_tensor(scores, device=device), torch.as_tensor(labels, device=device),
                          input_kind=input_kind, n_bins=n_bins)
-    assert set(got) == set(DEVICE_METRICS)
+    assert set(got) == set(DEVICE_METRICS) == set(expected)
     for name in DEVICE_METRICS:
         if expected[name] is None:
             assert got[name] is None, name
@@ -53,19 +84,19 @@ def small_chunks(monkeypatch):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_logits_match_the_numpy_engine(k, dtype, device, small_chunks):
     logits, labels = synthetic(3001, k, seed=k, dtype=dtype)
-    assert_matches_numpy(logits, labels, device=device)
+    assert_matches_reference(logits, labels, device=device)
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_probabilities_binary_scores_and_one_sample(device, small_chunks):
     logits, labels = synthetic(999, 7, seed=3, dtype=np.float64)
-    probs = calib.softmax(logits)
-    assert_matches_numpy(probs, labels, input_kind="probs", device=device)
+    probs = np.array(naive.softmax_rows(logits))
+    assert_matches_reference(probs, labels, input_kind="probs", device=device)
     rng = np.random.default_rng(5)
     y2 = rng.integers(0, 2, 500)
-    assert_matches_numpy(rng.normal(size=500), y2, device=device)  # 1-D log-odds
-    assert_matches_numpy(rng.uniform(size=500), y2, input_kind="probs", device=device)  # 1-D p(class 1)
-    got, _ = assert_matches_numpy(np.array([[0.5, 2.0, -1.0]]), np.array([1]), device=device)  # N = 1
+    assert_matches_reference(rng.normal(size=500), y2, device=device)  # 1-D log-odds
+    assert_matches_reference(rng.uniform(size=500), y2, input_kind="probs", device=device)  # 1-D p(class 1)
+    got, _ = assert_matches_reference(np.array([[0.5, 2.0, -1.0]]), np.array([1]), device=device)  # N = 1
     assert got["accuracy"] == 1.0
 
 
@@ -75,15 +106,15 @@ def test_ties_and_confidences_on_bin_edges(device, small_chunks):
     logits = np.zeros((40, 4))
     logits[::3, 2] = 1.0
     labels = np.arange(40) % 4
-    assert_matches_numpy(logits, labels, device=device)
+    assert_matches_reference(logits, labels, device=device)
     m = 10
     conf = np.repeat(np.arange(1, m + 1) / m, 7)
     conf = conf[conf >= 0.5]
     probs = np.stack([conf, 1 - conf], axis=1)
     labels = np.arange(conf.shape[0]) % 2
-    assert_matches_numpy(probs, labels, input_kind="probs", n_bins=m, tol=1e-15, device=device)
+    assert_matches_reference(probs, labels, input_kind="probs", n_bins=m, tol=1e-15, device=device)
     # a confidence of exactly 1.0: one huge logit
-    assert_matches_numpy(np.array([[0.0, 800.0], [1.0, 0.0]]), np.array([1, 1]), device=device)
+    assert_matches_reference(np.array([[0.0, 800.0], [1.0, 0.0]]), np.array([1, 1]), device=device)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -131,7 +162,7 @@ def test_order_statistics_equal_np_sort(values, data):
 @pytest.mark.parametrize("k", [2, 10, 100, 1100])  # 1100 > MAX_K: the torch.compile pass
 def test_cuda_compiled_equals_numpy_and_eager(k, monkeypatch):
     logits, labels = synthetic(200_003 if k < 1000 else 9_001, k, seed=k)
-    compiled, _ = assert_matches_numpy(logits, labels, device="cuda")
+    compiled, _ = assert_matches_reference(logits, labels, device="cuda")
     monkeypatch.setenv(device_eval.COMPILE_ENV, "0")
     eager = device_metrics(torch.as_tensor(logits, device="cuda"), torch.as_tensor(labels, device="cuda"))
     for name in DEVICE_METRICS:
@@ -188,7 +219,7 @@ def test_half_precision_non_contiguous_scores_and_narrow_or_bool_labels(device):
     rng = np.random.default_rng(1)
     x = (rng.standard_normal((500, 4)) * 2).astype(np.float16)
     y = rng.integers(0, 4, 500)
-    expected = calib.evaluate(x, y).metrics
+    expected = reference_metrics(x, y)
     columns_major = torch.as_tensor(x, device=device).T.contiguous().T  # a non-contiguous view
     for scores, labels in [(torch.as_tensor(x, device=device), torch.as_tensor(y.astype(np.int32), device=device)),
                            (columns_major, torch.as_tensor(y.astype(np.uint8), device=device))]:
@@ -197,7 +228,7 @@ def test_half_precision_non_contiguous_scores_and_narrow_or_bool_labels(device):
             assert got[name] == pytest.approx(expected[name], abs=1e-12), name
     yb = y % 2 == 1
     xb = rng.standard_normal(500)
-    expected = calib.evaluate(xb, yb).metrics
+    expected = reference_metrics(xb, yb)
     got = device_metrics(torch.as_tensor(xb, device=device), torch.as_tensor(yb, device=device))
     assert got["ece"] == pytest.approx(expected["ece"], abs=1e-12)
     with pytest.raises(InputError, match="n_bins"):
