@@ -158,15 +158,27 @@ def _check_scores(scores: np.ndarray, name: str, input_kind: str) -> np.ndarray:
 
 
 def largest_magnitude(scores: np.ndarray) -> float:
-    """max |x| over the finite entries of ``scores`` (0 when there are none), in row chunks."""
+    """max |x| over the finite entries of ``scores`` (0 when there are none), in row chunks.
+
+    Each chunk costs one ``min()`` and one ``max()`` (SIMD reductions, no temporaries): max |x| =
+    max(|min x|, |max x|) exactly when both are finite (and, for integers, after the same float64
+    conversion, which is monotone). Only a chunk holding NaN or ±inf takes the slower path that
+    drops its non-finite entries."""
     scores = np.asarray(scores)
     if scores.size == 0 or scores.dtype.kind not in "iuf":
         return 0.0
     k = scores.shape[1] if scores.ndim == 2 else 1
     peak = 0.0
     for rows in row_chunks(scores.shape[0], k):
-        chunk = np.abs(np.asarray(scores[rows], dtype=np.float64))
-        chunk = chunk[np.isfinite(chunk)] if scores.dtype.kind == "f" else chunk
+        chunk = scores[rows]
+        if chunk.size == 0:
+            continue
+        low, high = abs(float(chunk.min())), abs(float(chunk.max()))
+        if np.isfinite(low) and np.isfinite(high):
+            peak = max(peak, low, high)
+            continue
+        chunk = np.abs(np.asarray(chunk, dtype=np.float64))
+        chunk = chunk[np.isfinite(chunk)]
         if chunk.size:
             peak = max(peak, float(chunk.max()))
     return peak

@@ -41,8 +41,9 @@ def reference() -> str:
 
     text, root = _help(cli, ["calib"], None)
     parts = [HEADER, "## calib\n", "```text\n" + text.rstrip() + "\n```\n"]
-    for name in sorted(cli.commands):
-        help_text, _ = _help(cli.commands[name], ["calib", name], root)
+    commands = cli.load_all()
+    for name in sorted(commands):
+        help_text, _ = _help(commands[name], ["calib", name], root)
         parts += [f"## calib {name}\n", "```text\n" + help_text.rstrip() + "\n```\n"]
     return "\n".join(parts)
 

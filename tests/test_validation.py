@@ -42,3 +42,33 @@ def test_probabilities_out_of_range_or_not_summing_to_one_name_their_row(value, 
         as_predictions(probs, np.zeros(30, dtype=np.int64), "probs")
     probs[17] = [0.25] * 4
     as_predictions(probs, np.zeros(30, dtype=np.int64), "probs")  # valid again: no error
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    n=st.integers(0, 40),
+    k=st.integers(1, 4),
+    dtype=st.sampled_from([np.float32, np.float64, np.float16, np.int64, np.int32, np.uint8]),
+    specials=st.lists(st.sampled_from([np.nan, np.inf, -np.inf, -1e30, 1e30, 0.0]), max_size=4),
+    data=st.data(),
+)
+def test_largest_magnitude_is_the_largest_finite_absolute_value(n, k, dtype, specials, data):
+    """max(|min|, |max|) per chunk, the slow path only where a chunk holds NaN/inf: equal to a plain loop
+    over the finite entries (0 when there are none), chunks of one to three rows."""
+    rng = np.random.default_rng(n * 11 + k)
+    scores = (rng.normal(size=(n, k)) * 50).astype(dtype) if np.dtype(dtype).kind == "f" else \
+        rng.integers(0 if dtype == np.uint8 else -100, 100, size=(n, k)).astype(dtype)
+    if np.dtype(dtype).kind == "f" and n:
+        for value in specials:
+            with np.errstate(over="ignore"):
+                scores[data.draw(st.integers(0, n - 1)), data.draw(st.integers(0, k - 1))] = value
+    expected = 0.0
+    for value in scores.ravel().tolist():
+        if np.isfinite(value):
+            expected = max(expected, abs(float(value)))
+    old = predictions._CHUNK_ELEMENTS
+    predictions._CHUNK_ELEMENTS = 7  # chunks of one to three rows
+    try:
+        assert predictions.largest_magnitude(scores) == expected
+    finally:
+        predictions._CHUNK_ELEMENTS = old

@@ -178,8 +178,48 @@ class CalibGroup(click.Group):
             ) from None
 
 
+#: the commands, in the order ``calib --help`` lists them: name → (module of calibrate_cli.cli, attribute).
+#: A command's module is imported only when that command runs (or ``--help`` lists them all), so
+#: ``calib eval`` does not pay for the imports of ``train``, ``report`` or ``compare``.
+COMMANDS = {
+    "eval": ("eval", "eval_command"),
+    "temperature": ("temperature", "temperature_command"),
+    "fit": ("fit", "fit_command"),
+    "plot": ("plot", "plot_command"),
+    "compare": ("compare", "compare_command"),
+    "ood": ("ood", "ood_command"),
+    "table": ("table", "table_command"),
+    "report": ("report", "report_command"),
+    "gamma": ("gamma", "gamma_command"),
+    "train": ("train", "train_command"),
+}
+
+
+class LazyCommands(CalibGroup):
+    """:class:`CalibGroup` whose subcommands (:data:`COMMANDS`) are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [*COMMANDS, *(name for name in self.commands if name not in COMMANDS)]
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands and name in COMMANDS:
+            import importlib
+
+            module, attribute = COMMANDS[name]
+            command = getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
+            self.add_command(_examples_last(command), name)
+        return super().get_command(ctx, name)
+
+    def load_all(self) -> dict[str, click.Command]:
+        """Every subcommand, imported: name → command (for ``--help`` pages and docs)."""
+        ctx = click.Context(self)
+        for name in self.list_commands(ctx):
+            self.get_command(ctx, name)
+        return dict(self.commands)
+
+
 @click.group(
-    cls=CalibGroup,
+    cls=LazyCommands,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.version_option(__version__, "-V", "--version", prog_name="calib")
@@ -221,33 +261,7 @@ def _examples_last(command: click.Command) -> click.Command:
     return command
 
 
-def _register() -> None:
-    from .compare import compare_command
-    from .eval import eval_command
-    from .fit import fit_command
-    from .ood import ood_command
-    from .gamma import gamma_command
-    from .plot import plot_command
-    from .table import table_command
-    from .report import report_command
-    from .temperature import temperature_command
-    from .train import train_command
-
-    cli.add_command(eval_command)
-    cli.add_command(temperature_command)
-    cli.add_command(fit_command)
-    cli.add_command(plot_command)
-    cli.add_command(compare_command)
-    cli.add_command(ood_command)
-    cli.add_command(table_command)
-    cli.add_command(report_command)
-    cli.add_command(gamma_command)
-    cli.add_command(train_command)
-    for command in (cli, *cli.commands.values()):
-        _examples_last(command)
-
-
-_register()
+_examples_last(cli)
 
 
 def main() -> None:
