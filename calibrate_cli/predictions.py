@@ -59,6 +59,47 @@ class Predictions:
             raise InputError(f"{scores_name}: shape {scores.shape} does not match the labels' data {self.scores.shape}")
         return Predictions(scores=scores, labels=self.labels, input_kind=self.input_kind)
 
+    def divided(self, t: float) -> "Predictions":
+        """The same samples with logits ``scores / t`` (float64), divided as each row chunk is read
+        (:class:`ScaledRows`): what evaluating ``with_scores(apply_temperature(scores, t))`` gives,
+        bit for bit, without the (N, K) float64 array or its check. The caller has made sure that
+        the quotients stay finite (:func:`check_scaled_range`)."""
+        if self.input_kind != "logits":
+            raise ValueError("only logits are divided by a temperature")
+        return Predictions(scores=ScaledRows(self.scores, t), labels=self.labels, input_kind=self.input_kind)
+
+
+class ScaledRows:
+    """``np.divide(base, t, dtype=float64)`` read a row chunk at a time: ``scaled[rows]`` is that
+    quotient's rows bit for bit (the same float64 division per value), and no (N, K) float64 array
+    is ever held. The scores of a temperature-scaled set, evaluated as they are read
+    (:meth:`Predictions.divided`)."""
+
+    ndim = 2
+    dtype = np.dtype(np.float64)
+
+    def __init__(self, base: np.ndarray, t: float) -> None:
+        if base.ndim != 2:
+            raise ValueError("ScaledRows needs (N, K) scores")
+        self.base, self.t = base, float(t)
+        self.shape = base.shape
+
+    @property
+    def nbytes(self) -> int:
+        return self.shape[0] * self.shape[1] * self.dtype.itemsize
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        if not isinstance(rows, slice):
+            raise TypeError("ScaledRows is read by row slices")
+        return np.divide(self.base[rows], self.t, dtype=np.float64)
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        whole = self[0 : self.shape[0]]
+        return whole if dtype is None else whole.astype(dtype, copy=False)
+
 
 def row_chunks(n: int, k: int, elements: int | None = None) -> Iterator[slice]:
     """Row slices of at most ``elements`` (default ``_CHUNK_ELEMENTS``) values each, at least one row."""

@@ -486,3 +486,21 @@ def test_adaece_grid_in_temperature_groups_equals_evaluate(monkeypatch):
         assert value == pytest.approx(expected, abs=1e-12)
     done = [d for d, _ in calls]
     assert done == sorted(done) and calls[-1] == (900, 900) and {t for _, t in calls} == {900}
+
+
+@pytest.mark.parametrize("engine", ["numpy", "fused"])
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.float16])
+@pytest.mark.parametrize("search", ["grid", "nll"])
+def test_integer_and_half_logits_fit_as_their_float64_values(dtype, search, engine, monkeypatch):
+    """The compiled passes take float32/float64 rows: other logits are widened first (an int64
+    array once reached the C NLL kernel and failed with a TypeError)."""
+    if engine == "fused" and search == "grid":
+        pytest.importorskip("numba")
+    monkeypatch.setenv("CALIB_ENGINE", engine)
+    rng = np.random.default_rng(5)
+    y = rng.integers(0, 6, 300)
+    x = rng.normal(scale=4.0, size=(300, 6)).round().astype(dtype)
+    x[np.arange(300), y] += dtype(3)
+    got = fit_temperature(x, y, search=search)
+    want = fit_temperature(x.astype(np.float64), y, search=search)
+    assert got.temperature == want.temperature

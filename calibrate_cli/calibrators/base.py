@@ -271,10 +271,14 @@ class Calibrator(ABC):
         """Calibrated logits (float64). A 1-D vector of log-odds is a binary problem (K = 2)."""
         return self._transform(self._checked(logits, scores_name))
 
-    def _checked(self, logits, scores_name: str) -> np.ndarray:
+    def _checked(self, logits, scores_name: str, *, widen: bool = True) -> np.ndarray:
+        """``logits`` as a float64 array of the fitted K (``widen=False``: float32 and integer arrays
+        as they are, for a map that widens them itself, without a float64 copy first)."""
         if not self.is_fitted:
             raise InputError(f"this {type(self).__name__} is not fitted yet; call fit(scores, labels) first")
-        z = np.asarray(logits, dtype=np.float64)
+        z = np.asarray(logits)
+        if widen or z.dtype.kind not in "iuf":
+            z = np.asarray(z, dtype=np.float64)
         k = 2 if z.ndim == 1 else (z.shape[1] if z.ndim == 2 else -1)
         if self.k is not None and k != self.k:
             raise InputError(

@@ -195,6 +195,14 @@ def _grid_engine(data, n_t: int, objective: str, compat) -> str:
     return default_engine(data.n * data.k * n_t)
 
 
+def _kernel_rows(chunk: np.ndarray) -> np.ndarray:
+    """A chunk of logits as the compiled kernels take it: C-contiguous float32 or float64 (other
+    dtypes, e.g. integer or float16 logits, widened to float64 as the numpy path widens them)."""
+    if chunk.dtype in (np.float32, np.float64):
+        return np.ascontiguousarray(chunk)
+    return np.ascontiguousarray(chunk, dtype=np.float64)
+
+
 def _fused_grid_pass(data, temps, objective, n_bins, report) -> np.ndarray:
     """The grid by the compiled kernel (:mod:`calibrate_cli._grid_kernel`): each chunk read once for
     every T; per chunk (T, M) bin sums or per-T NLL sums, added in chunk order."""
@@ -209,7 +217,7 @@ def _fused_grid_pass(data, temps, objective, n_bins, report) -> np.ndarray:
         shape = (n_t, n_bins) if want_bins else (0, n_bins)
         count, sum_conf, sum_corr = np.zeros(shape, dtype=np.int64), np.zeros(shape), np.zeros(shape)
         nll = np.zeros(n_t)
-        grid_rows(np.ascontiguousarray(data.logits[rows]), np.ascontiguousarray(data.labels[rows], dtype=np.int64),
+        grid_rows(_kernel_rows(data.logits[rows]), np.ascontiguousarray(data.labels[rows], dtype=np.int64),
                   temps, inv, n_bins, edges, want_bins, not want_bins, count, sum_conf, sum_corr, nll)
         return rows, (count, sum_conf, sum_corr, nll)
 
@@ -324,8 +332,7 @@ def _nll_pass(data: FitData, beta: float, engine: str = "numpy") -> tuple[float,
 
         def one_chunk(rows: slice) -> tuple[float, float, float]:  # noqa: F811 - the compiled pass
             out = np.zeros(3)
-            nll_rows(np.ascontiguousarray(data.logits[rows]),
-                     np.ascontiguousarray(data.labels[rows], dtype=np.int64), beta, out)
+            nll_rows(_kernel_rows(data.logits[rows]), np.ascontiguousarray(data.labels[rows], dtype=np.int64), beta, out)
             return float(out[0]), float(out[1]), float(out[2])
 
     total = grad = var = 0.0
@@ -536,7 +543,9 @@ class TemperatureScaling(Calibrator):
 
     def transform(self, logits, *, scores_name: str = "logits") -> np.ndarray:
         """``logits / T`` (float64); a T at which they overflow is refused, naming ``scores_name``."""
-        return apply_temperature(self._checked(logits, scores_name), self.temperature_, scores_name=scores_name)
+        # float32 logits are widened and divided in one pass (apply_temperature), not copied first
+        logits = self._checked(logits, scores_name, widen=False)
+        return apply_temperature(logits, self.temperature_, scores_name=scores_name)
 
     # -- saving ---------------------------------------------------------------------------------------
     def get_params(self) -> float | None:

@@ -137,9 +137,11 @@ def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_bi
         with render.progress_bar(f"{method} fit") as progress:
             cal = _fit_one(method, val_predictions, input_kind, n_bins, val_scores, val_labels, progress)
         warnings = [cli_text(w) for w in cal.fit_info_.warnings]
-        sets = {"fit": _before_after(cal, val_array, val_predictions, input_kind, n_bins, compat, val_scores)[:2]}
+        sets = {"fit": _before_after(cal, val_array, val_predictions, input_kind, n_bins, compat, val_scores,
+                                     keep_scores=False)[:2]}
         if test_loaded:
-            sets["test"] = _before_after(cal, *test_loaded, input_kind, n_bins, compat, test[0], **bootstrap)[:2]
+            sets["test"] = _before_after(cal, *test_loaded, input_kind, n_bins, compat, test[0], keep_scores=False,
+                                         **bootstrap)[:2]
         for pair in sets.values():
             for report in pair:
                 warnings += [w for w in report.warnings if w not in warnings]
@@ -177,7 +179,7 @@ def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_bi
             except InputError as exc:  # does not apply here (binary only, too few samples per bin, …)
                 skipped[name] = exc.message  # (its remedy names `calib temperature` flags)
                 continue
-            before, after, _ = _before_after(cal, *target, input_kind, n_bins, compat, target_name, metrics=columns,
+            before, after, _ = _before_after(cal, *target, input_kind, n_bins, compat, target_name, metrics=columns, keep_scores=False,
                                              **bootstrap)
             results[name] = (cal, after)
             warnings += [f"{name}: {cli_text(w)}" for w in cal.fit_info_.warnings]

@@ -360,3 +360,45 @@ def test_csv_has_the_fitted_parameters(files, tmp_path):
     assert [r[1] for r in lines[-10:]] == ["1.0"] * 5 + ["0.0"] * 5  # the identity before
     fit = fit_temperature(*files["arrays"][:2], search="vector")
     assert [float(r[2]) for r in lines[-10:]] == fit.parameters["w"] + fit.parameters["b"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("search", ["grid", "nll"])
+def test_after_is_evaluated_as_read_and_equals_the_divided_array(dtype, search, monkeypatch):
+    """Without --save-logits the calibrated set is never written: its logits are divided chunk by
+    chunk as they are read (Predictions.divided). The report must equal, bit for bit, the report of
+    the divided array evaluated as before; chunks of a few rows so that many chunks are read."""
+    import calibrate_cli.predictions as predictions_module
+    from calibrate_cli.cli.temperature import _before_after
+    from calibrate_cli.predictions import as_predictions
+
+    monkeypatch.setattr(predictions_module, "_CHUNK_ELEMENTS", 64)
+    x, y = synthetic(500, 7, seed=3)
+    x = (x * 3).astype(dtype)
+    predictions = as_predictions(x, y, "logits")
+    fit = fit_temperature(predictions, None, search=search)
+    before, after, none = _before_after(fit, x, predictions, "logits", 15, None, "x.npy", keep_scores=False)
+    assert none is None
+    expected = evaluate(apply_temperature(x, fit.temperature), y)
+    assert after.metrics == expected.metrics
+    for got, want in ((after.bins, expected.bins), (after.adaptive_bins, expected.adaptive_bins)):
+        for field in ("edges", "count", "sum_conf", "sum_correct"):
+            assert np.array_equal(getattr(got, field), getattr(want, field))
+    assert after.classwise_ece_per_class == expected.classwise_ece_per_class
+    kept_before, kept_after, scores = _before_after(fit, x, predictions, "logits", 15, None, "x.npy")
+    assert np.array_equal(scores, apply_temperature(x, fit.temperature))
+    assert kept_after.metrics == after.metrics and kept_before.metrics == before.metrics
+
+
+def test_scaled_rows_read_the_rows_of_the_divided_array():
+    from calibrate_cli.predictions import ScaledRows
+
+    x = np.random.default_rng(0).normal(size=(37, 5)).astype(np.float32) * 40
+    scaled = ScaledRows(x, 0.37)
+    divided = apply_temperature(x, 0.37)
+    assert scaled.shape == (37, 5) and scaled.dtype == np.float64 and scaled.nbytes == divided.nbytes
+    for rows in (slice(0, 37), slice(3, 9), slice(36, 37), slice(5, 5)):
+        assert np.array_equal(scaled[rows], divided[rows])
+    assert np.array_equal(np.asarray(scaled), divided)
+    with pytest.raises(TypeError):
+        scaled[3]
