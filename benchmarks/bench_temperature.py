@@ -53,9 +53,25 @@ def softmax_pass(logits: np.ndarray) -> float:
     return time.perf_counter() - start
 
 
-def whole_process(cases) -> None:
-    """For each (label, N, K, calib arguments): the whole `calib temperature` process, and one numpy
-    float64 softmax pass over the same array measured in the same run (best of 3), and their ratio."""
+def whole_process(cases, repeat: int = 3) -> None:
+    """For each (label, N, K, calib arguments): the whole `calib temperature` process and one numpy
+    float64 softmax pass over the same array, measured alternately ``repeat`` times in the same run,
+    and their ratio (best against best, and median against median: both vary with the machine's load).
+
+    The package's bytecode is compiled first, as an installed package has it (with
+    PYTHONDONTWRITEBYTECODE set, an editable checkout would otherwise recompile its sources in every
+    process, ~0.2 s here)."""
+    import compileall
+    import statistics
+
+    import calibrate_cli
+
+    compileall.compile_dir(Path(calibrate_cli.__file__).parent, quiet=1)
+    # the unit without numpy's huge-page advice, as calib runs (calibrate_cli.cli._no_hugepage_advice):
+    # first-touching the pass's 8·N·K-byte array is then cheapest, so the unit is smallest and the
+    # ratio the least flattering (with the advice, 800 MB cost 1.0-3.9 s here instead of ~1.0 s)
+    core = getattr(np, "_core", None) or getattr(np, "core", None)
+    getattr(core.multiarray, "_set_madvise_hugepage", lambda flag: None)(False)
     calib = [sys.executable, "-c", "from calibrate_cli.cli import main; main()"]
     for label, n, k, extra in cases:
         logits, labels = synthetic(n, k)
@@ -63,19 +79,24 @@ def whole_process(cases) -> None:
             x, y = Path(tmp) / "x.npy", Path(tmp) / "y.npy"
             np.save(x, logits)
             np.save(y, labels)
-            unit = min(softmax_pass(logits) for _ in range(3))
-            start = time.perf_counter()
-            done = subprocess.run([*calib, "temperature", str(x), str(y), "--format", "json", *extra],
-                                  capture_output=True, text=True)
-            elapsed = time.perf_counter() - start
-            if done.returncode:
-                raise SystemExit(done.stderr)
+            units, wholes = [], []
+            for _ in range(repeat):
+                units.append(softmax_pass(logits))
+                start = time.perf_counter()
+                done = subprocess.run([*calib, "temperature", str(x), str(y), "--format", "json", *extra],
+                                      capture_output=True, text=True)
+                wholes.append(time.perf_counter() - start)
+                if done.returncode:
+                    raise SystemExit(done.stderr)
             in_process = time.perf_counter()
             fit_temperature(logits, labels, **({"search": "nll"} if "nll" in extra else {}))
             fit_only = time.perf_counter() - in_process
-        print(f"{label:<34} N = {n:.0e}, K = {k}: calib temperature {elapsed:6.2f} s (fit alone in process "
-              f"{fit_only:5.2f} s); softmax pass {unit:5.3f} s; ratio {elapsed / unit:5.1f} (fit alone "
-              f"{fit_only / unit:4.1f})", flush=True)
+        unit, whole = min(units), min(wholes)
+        median = statistics.median(wholes) / statistics.median(units)
+        print(f"{label:<34} N = {n:.0e}, K = {k}: calib temperature {whole:6.2f} s (of {repeat}: "
+              f"{', '.join(f'{w:.2f}' for w in wholes)}; fit alone in process {fit_only:5.2f} s); softmax pass "
+              f"{unit:5.3f} s ({', '.join(f'{u:.3f}' for u in units)}); ratio {whole / unit:5.1f} best/best, "
+              f"{median:5.1f} median/median (fit alone {fit_only / unit:4.1f})", flush=True)
 
 
 def main() -> None:
@@ -84,12 +105,14 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=100)
     parser.add_argument("--baseline", action="store_true", help="also time a Python loop over T")
     parser.add_argument("--skip-grid", action="store_true")
+    parser.add_argument("--repeat", type=int, default=3, help="alternated runs of each (--whole-process)")
     parser.add_argument("--whole-process", action="store_true",
                         help="issue 15's ratios: grid by ECE on N x 100, exact NLL fit on N x 10 (whole process)")
     args = parser.parse_args()
     if args.whole_process:
         print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy {np.__version__}")
-        whole_process([("grid of 100 T by ECE", args.n, 100, []), ("exact NLL fit", args.n, 10, ["--search", "nll"])])
+        whole_process([("grid of 100 T by ECE", args.n, 100, []), ("exact NLL fit", args.n, 10, ["--search", "nll"])],
+                      args.repeat)
         return
 
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, numpy {np.__version__}")
