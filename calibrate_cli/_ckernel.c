@@ -19,6 +19,12 @@
  *       four classes at a time with AVX2 where the CPU has it, bit-identical to the scalar loop.
  *   exp_poly(x, out, vector)
  *       that polynomial exp of an array, by the AVX2 or the scalar loop (for the tests: bit-identical).
+ *   top_label_rows(scores, labels, is_logits, conf, correct, vector=True)
+ *       the top-label confidence and correctness alone (what ECE, MCE, accuracy read), bit-identical to
+ *       fused_rows': the C library's exp, four values at a time by exact_exp4 where the CPU has AVX2 and
+ *       FMA (equal to the C library's exp wherever that is within 0.529 ulp; checked at import).
+ *   exp_exact(x, out)
+ *       exact_exp4 over an array (for the tests).
  *
  * Arrays are taken through the buffer protocol (C-contiguous, format and shape checked: TypeError
  * for a wrong dtype, ValueError for a wrong shape or a label out of range); the loops run without
@@ -174,6 +180,54 @@ check_len(const Py_buffer *view, const char *name, int axis, Py_ssize_t want)
     }
     return 1;
 }
+
+/* ---------- AVX2 helpers (x86-64; chosen at import by what the CPU has) ---------- */
+
+/* whether the CPU runs the AVX2 loops (set at import) */
+static int avx2_ok = 0;
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define HAVE_AVX2 1
+
+/* The four lanes of v as doubles (register moves, no store and reload). */
+#define LANES4(v, out)                                                   \
+    do {                                                                 \
+        const __m128d lo_ = _mm256_castpd256_pd128(v);                   \
+        const __m128d hi_ = _mm256_extractf128_pd(v, 1);                 \
+        (out)[0] = _mm_cvtsd_f64(lo_);                                   \
+        (out)[1] = _mm_cvtsd_f64(_mm_unpackhi_pd(lo_, lo_));             \
+        (out)[2] = _mm_cvtsd_f64(hi_);                                   \
+        (out)[3] = _mm_cvtsd_f64(_mm_unpackhi_pd(hi_, hi_));             \
+    } while (0)
+
+/* lanes l < n of a 4-lane mask (n = 1..3: the last, partial group of a row) */
+static const int32_t TAIL_MASK32[4][4] = {{0, 0, 0, 0}, {-1, 0, 0, 0}, {-1, -1, 0, 0}, {-1, -1, -1, 0}};
+static const int64_t TAIL_MASK64[4][4] = {{0, 0, 0, 0}, {-1, 0, 0, 0}, {-1, -1, 0, 0}, {-1, -1, -1, 0}};
+
+/* 4 scores of a row from j on as doubles; past the row's end (the last, partial group) 0, by a masked
+ * load (nothing past the row is read). */
+__attribute__((target("avx2"))) static inline __m256d
+load4_f32(const float *row, Py_ssize_t j, Py_ssize_t k)
+{
+    if (j + 4 <= k) {
+        return _mm256_cvtps_pd(_mm_loadu_ps(row + j));
+    }
+    const __m128i mask = _mm_loadu_si128((const __m128i *)TAIL_MASK32[k - j]);
+    return _mm256_cvtps_pd(_mm_maskload_ps(row + j, mask));
+}
+
+__attribute__((target("avx2"))) static inline __m256d
+load4_f64(const double *row, Py_ssize_t j, Py_ssize_t k)
+{
+    if (j + 4 <= k) {
+        return _mm256_loadu_pd(row + j);
+    }
+    const __m256i mask = _mm256_loadu_si256((const __m256i *)TAIL_MASK64[k - j]);
+    return _mm256_maskload_pd(row + j, mask);
+}
+
+#endif
 
 /* ---------- numpy's pairwise summation (numpy/_core/src/umath/loops_utils.h.src) ---------- */
 
@@ -485,6 +539,397 @@ py_fused_rows(PyObject *self, PyObject *args)
     }
     views_release(&v);
     Py_RETURN_NONE;
+fail:
+    views_release(&v);
+    return NULL;
+}
+
+/* ---------- top_label_rows: confidence and correctness only (ECE, MCE, the reliability diagram) ---------- */
+
+/* exact_exp4: e^x of four values, equal bit for bit to the C library's exp(x) wherever that is within
+ * 0.529 ulp of e^x (glibc ≥ 2.28 is within 0.511; checked at import by exact_exp_selfcheck), or the
+ * lanes it cannot vouch for (*redo):
+ *
+ *   n = round(x·64/ln2), x = n·ln2/64 + r with r = r_hi + r_lo (Cody and Waite: ln2/64 in three parts,
+ *   the first with 36 bits so that n·HI and x − n·HI are exact; the second product's error by an FMA,
+ *   the difference by 2Sum), e^x = 2^⌊n/64⌋ · 2^((n mod 64)/64) · e^r with 2^(i/64) = T_HI + T_LO
+ *   (_exp_table.h, scripts/gen_exp_table.py) and e^r = 1 + r + w, w = r²(1/2 + r/6 + … + r⁴/720)
+ *   (|r| ≤ ln2/128 + ε: truncation < 2^-64). T·(1 + r + w)·(1 + r_lo) = hi + lo: T_HI·r split exactly
+ *   (FMA) and added to T_HI by Fast2Sum, the small terms added into lo, hi + lo renormalised
+ *   (Fast2Sum). Error of hi + lo: below 2^-63 relative, < 0.001 ulp of hi.
+ *
+ * If |lo| < 0.47 ulp(hi), e^x is within 0.471 ulp of hi: hi is e^x correctly rounded, and an exp within
+ * 0.529 ulp cannot return the other neighbour, so the C library returns hi. Every other lane (|lo| near
+ * half an ulp: ~6 % of values; hi = 1 or 2, where the ulp changes; x outside (−700, 700), NaN) is
+ * flagged in *redo, for the caller to take from the C library's exp. x = ±0 gives 1.0, as exp does. */
+#ifdef HAVE_AVX2
+#include "_exp_table.h"
+
+#define EXACT_EXP_MARGIN 0.47
+
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256d
+exact_exp4(__m256d x, int *redo)
+{
+    const __m256d shift = _mm256_set1_pd(0x1.8p52); /* x·64/ln2 + 1.5·2^52 holds round(x·64/ln2) */
+    const __m256d one = _mm256_set1_pd(1.0), two = _mm256_set1_pd(2.0);
+    const __m256d t = _mm256_fmadd_pd(x, _mm256_set1_pd(EXP_INV_LN2_64), shift);
+    const __m256d kd = _mm256_sub_pd(t, shift);
+    const __m256i ki = _mm256_sub_epi64(_mm256_castpd_si256(t), _mm256_set1_epi64x(0x4338000000000000LL));
+    const __m256i idx = _mm256_and_si256(ki, _mm256_set1_epi64x(63));   /* n mod 64 */
+    const __m256i scale = _mm256_slli_epi64(_mm256_sub_epi64(ki, idx), 46); /* ⌊n/64⌋ << 52 */
+    const __m256d r_hi = _mm256_fnmadd_pd(kd, _mm256_set1_pd(EXP_LN2_64_HI), x); /* exact */
+    const __m256d mid = _mm256_set1_pd(EXP_LN2_64_MID);
+    const __m256d p_h = _mm256_mul_pd(kd, mid);
+    const __m256d p_l = _mm256_fmsub_pd(kd, mid, p_h); /* kd·MID = p_h + p_l exactly */
+    const __m256d r = _mm256_sub_pd(r_hi, p_h);
+    const __m256d bb = _mm256_sub_pd(r, r_hi); /* 2Sum(r_hi, −p_h) */
+    const __m256d err = _mm256_sub_pd(_mm256_sub_pd(r_hi, _mm256_sub_pd(r, bb)), _mm256_add_pd(p_h, bb));
+    const __m256d r_lo = _mm256_fnmadd_pd(kd, _mm256_set1_pd(EXP_LN2_64_LO), _mm256_sub_pd(err, p_l));
+    __m256d w = _mm256_fmadd_pd(_mm256_set1_pd(1.0 / 720), r, _mm256_set1_pd(1.0 / 120));
+    w = _mm256_fmadd_pd(w, r, _mm256_set1_pd(1.0 / 24));
+    w = _mm256_fmadd_pd(w, r, _mm256_set1_pd(1.0 / 6));
+    w = _mm256_fmadd_pd(w, r, _mm256_set1_pd(0.5));
+    w = _mm256_mul_pd(w, _mm256_mul_pd(r, r)); /* e^r − 1 − r */
+    const __m128i idx_lo = _mm256_castsi256_si128(idx), idx_hi = _mm256_extracti128_si256(idx, 1);
+    const int64_t ii[4] = {_mm_cvtsi128_si64(idx_lo), _mm_extract_epi64(idx_lo, 1), _mm_cvtsi128_si64(idx_hi),
+                           _mm_extract_epi64(idx_hi, 1)};
+    const __m256d th = _mm256_set_pd(EXP_TAB_HI[ii[3]], EXP_TAB_HI[ii[2]], EXP_TAB_HI[ii[1]], EXP_TAB_HI[ii[0]]);
+    const __m256d tl = _mm256_set_pd(EXP_TAB_LO[ii[3]], EXP_TAB_LO[ii[2]], EXP_TAB_LO[ii[1]], EXP_TAB_LO[ii[0]]);
+    const __m256d ph = _mm256_mul_pd(th, r);
+    const __m256d pl = _mm256_fmsub_pd(th, r, ph);
+    __m256d hi = _mm256_add_pd(th, ph);
+    __m256d lo = _mm256_add_pd(_mm256_sub_pd(th, hi), ph); /* Fast2Sum: |T_HI| ≥ 1 > |ph| */
+    lo = _mm256_add_pd(lo, _mm256_add_pd(_mm256_fmadd_pd(th, _mm256_add_pd(w, r_lo), pl),
+                                         _mm256_fmadd_pd(tl, _mm256_add_pd(r, w), tl)));
+    const __m256d sum = _mm256_add_pd(hi, lo); /* renormalise: hi = RN(hi + lo) */
+    lo = _mm256_add_pd(_mm256_sub_pd(hi, sum), lo);
+    hi = sum;
+    /* hi ∈ (0.99, 2.02): its ulp is 2^-53, 2^-52 or 2^-51 */
+    const __m256d margin = _mm256_blendv_pd(
+        _mm256_set1_pd(EXACT_EXP_MARGIN * 0x1p-53),
+        _mm256_blendv_pd(_mm256_set1_pd(EXACT_EXP_MARGIN * 0x1p-52), _mm256_set1_pd(EXACT_EXP_MARGIN * 0x1p-51),
+                         _mm256_cmp_pd(hi, two, _CMP_GE_OQ)),
+        _mm256_cmp_pd(hi, one, _CMP_GE_OQ));
+    const __m256d abs_lo = _mm256_and_pd(lo, _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL)));
+    const __m256d safe = _mm256_and_pd(
+        _mm256_and_pd(_mm256_cmp_pd(abs_lo, margin, _CMP_LT_OQ),
+                      _mm256_and_pd(_mm256_cmp_pd(hi, one, _CMP_NEQ_OQ), _mm256_cmp_pd(hi, two, _CMP_NEQ_OQ))),
+        _mm256_and_pd(_mm256_cmp_pd(x, _mm256_set1_pd(-700.0), _CMP_GT_OQ),
+                      _mm256_cmp_pd(x, _mm256_set1_pd(700.0), _CMP_LT_OQ)));
+    const __m256d is_zero = _mm256_cmp_pd(x, _mm256_setzero_pd(), _CMP_EQ_OQ);
+    *redo = 15 & ~_mm256_movemask_pd(_mm256_or_pd(safe, is_zero));
+    const __m256d scaled = _mm256_castsi256_pd(_mm256_add_epi64(_mm256_castpd_si256(hi), scale));
+    return _mm256_blendv_pd(scaled, one, is_zero);
+}
+#endif
+
+/* whether top_label_rows may use exact_exp4 (the CPU has AVX2 and FMA, and the self-check passed) */
+static int exact_exp_ok = 0;
+
+typedef struct {
+    Py_ssize_t rows, k, k_padded, block_rows;
+    int is_logits;
+    const int64_t *labels;
+    double *conf;
+    unsigned char *correct;
+    double *e, *z;        /* block_rows × k_padded: the exponentials and their arguments */
+    unsigned char *masks; /* block_rows × k_padded/4: the lanes exact_exp4 left to the C library */
+    Py_ssize_t bad_row;   /* first row whose label is out of range, or −1 */
+} TopLabel;
+
+/* One row's confidence and correctness from its exponentials e (= exp(z − max z), the C library's) or,
+ * for probabilities, its values: what fused_rows gives. For logits conf = 1/Σe (the largest p = e/Σe
+ * has e = exp(0) = 1, and p = e/Σe is non-decreasing in e), and the predicted class is the first j with
+ * e_j/Σe == conf (only e_j ≥ 1/2 can be: below, e_j/Σe ≤ (1/2)/Σe < conf). */
+static inline void
+top_label_of_row(const TopLabel *t, Py_ssize_t i, const double *e, int64_t y)
+{
+    const Py_ssize_t k = t->k;
+    double conf;
+    Py_ssize_t best = 0;
+    if (t->is_logits) {
+        const double total = pairwise_sum(e, k);
+        conf = 1.0 / total;
+        for (Py_ssize_t j = 0; j < k; j++) {
+            if (e[j] >= 0.5 && e[j] / total == conf) {
+                best = j;
+                break;
+            }
+        }
+    }
+    else {
+        for (Py_ssize_t j = 1; j < k; j++) {
+            if (e[j] > e[best]) {
+                best = j;
+            }
+        }
+        conf = e[best];
+    }
+    t->conf[i] = conf;
+    t->correct[i] = best == y;
+}
+
+#define DEFINE_TOP_LABEL_SCALAR(NAME, T)                                                    \
+    static void NAME(TopLabel *t, const T *scores)                                          \
+    {                                                                                       \
+        const Py_ssize_t k = t->k;                                                          \
+        double *e = t->e;                                                                   \
+        for (Py_ssize_t i = 0; i < t->rows; i++) {                                          \
+            const T *row = scores + i * k;                                                  \
+            const int64_t y = t->labels[i];                                                 \
+            if (y < 0 || y >= k) {                                                          \
+                t->bad_row = i;                                                             \
+                return;                                                                     \
+            }                                                                               \
+            if (t->is_logits) {                                                             \
+                double mx = (double)row[0];                                                 \
+                for (Py_ssize_t j = 1; j < k; j++) {                                        \
+                    double v = (double)row[j];                                              \
+                    if (v > mx) {                                                           \
+                        mx = v;                                                             \
+                    }                                                                       \
+                }                                                                           \
+                for (Py_ssize_t j = 0; j < k; j++) {                                        \
+                    e[j] = exp((double)row[j] - mx);                                        \
+                }                                                                           \
+            }                                                                               \
+            else {                                                                          \
+                for (Py_ssize_t j = 0; j < k; j++) {                                        \
+                    e[j] = (double)row[j];                                                  \
+                }                                                                           \
+            }                                                                               \
+            top_label_of_row(t, i, e, y);                                                   \
+        }                                                                                   \
+    }
+
+DEFINE_TOP_LABEL_SCALAR(top_label_scalar_f32, float)
+DEFINE_TOP_LABEL_SCALAR(top_label_scalar_f64, double)
+
+#ifdef HAVE_AVX2
+/* Logits in blocks of rows: (1) per row its maximum, then z − max and exact_exp4 four classes at a time
+ * into the block's buffers, with each vector's lanes to redo as a 4-bit mask; (2) those lanes from the
+ * C library's exp; (3) per row the confidence and correctness. No call in the vector loop (its
+ * constants stay in registers), and the buffers are read back a block later (no store forwarding of a
+ * wide store into narrow loads). The same numbers as the scalar loop, bit for bit. */
+#define DEFINE_TOP_LABEL_AVX2(SUFFIX, T)                                                                \
+    __attribute__((target("avx2,fma"))) static void top_label_avx2_##SUFFIX(TopLabel *t, const T *scores) \
+    {                                                                                                   \
+        const Py_ssize_t k = t->k, kp = t->k_padded, groups = t->k_padded / 4;                         \
+        for (Py_ssize_t start = 0; start < t->rows; start += t->block_rows) {                          \
+            const Py_ssize_t stop = start + t->block_rows < t->rows ? start + t->block_rows : t->rows; \
+            for (Py_ssize_t i = start; i < stop; i++) {                                                 \
+                const T *row = scores + i * k;                                                          \
+                double mx = (double)row[0];                                                             \
+                for (Py_ssize_t j = 1; j < k; j++) {                                                    \
+                    double v = (double)row[j];                                                          \
+                    mx = v > mx ? v : mx;                                                               \
+                }                                                                                       \
+                const __m256d vmx = _mm256_set1_pd(mx);                                                 \
+                double *e = t->e + (i - start) * kp, *z = t->z + (i - start) * kp;                      \
+                unsigned char *masks = t->masks + (i - start) * groups;                                 \
+                for (Py_ssize_t g = 0; g < groups; g++) {                                               \
+                    const __m256d zv = _mm256_sub_pd(load4_##SUFFIX(row, 4 * g, k), vmx);              \
+                    int redo;                                                                           \
+                    _mm256_storeu_pd(e + 4 * g, exact_exp4(zv, &redo));                                 \
+                    _mm256_storeu_pd(z + 4 * g, zv);                                                    \
+                    masks[g] = (unsigned char)redo;                                                     \
+                }                                                                                       \
+            }                                                                                           \
+            for (Py_ssize_t i = start; i < stop; i++) {                                                 \
+                double *e = t->e + (i - start) * kp, *z = t->z + (i - start) * kp;                      \
+                const unsigned char *masks = t->masks + (i - start) * groups;                           \
+                for (Py_ssize_t g = 0; g < groups; g++) {                                               \
+                    for (unsigned redo = masks[g]; redo; redo &= redo - 1) {                            \
+                        const Py_ssize_t j = 4 * g + __builtin_ctz(redo);                               \
+                        if (j < k) {                                                                    \
+                            e[j] = exp(z[j]);                                                           \
+                        }                                                                               \
+                    }                                                                                   \
+                }                                                                                       \
+            }                                                                                           \
+            for (Py_ssize_t i = start; i < stop; i++) {                                                 \
+                const int64_t y = t->labels[i];                                                         \
+                if (y < 0 || y >= k) {                                                                  \
+                    t->bad_row = i;                                                                     \
+                    return;                                                                             \
+                }                                                                                       \
+                top_label_of_row(t, i, t->e + (i - start) * kp, y);                                     \
+            }                                                                                           \
+        }                                                                                               \
+    }
+DEFINE_TOP_LABEL_AVX2(f32, float)
+DEFINE_TOP_LABEL_AVX2(f64, double)
+#endif
+
+#ifdef HAVE_AVX2
+/* At import (on a CPU with AVX2 and FMA): whether exact_exp4 equals this C library's exp on values that
+ * reach every table entry and both sides of many rounding boundaries (a C library less accurate than
+ * 0.529 ulp would fail it); exact_exp4 is used only then. */
+__attribute__((target("avx2,fma"))) static int
+exact_exp_selfcheck(void)
+{
+    uint64_t state = 0x9E3779B97F4A7C15ULL;
+    for (int i = 0; i < 8192; i += 4) {
+        double x[4], got[4];
+        for (int l = 0; l < 4; l++) {
+            state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+            const double u = (double)(state >> 11) * 0x1p-53; /* [0, 1) */
+            x[l] = l == 0 ? -745.0 * u : (l == 1 ? -20.0 * u : (l == 2 ? 40.0 * u - 20.0 : -1e-3 * u));
+        }
+        int redo;
+        _mm256_storeu_pd(got, exact_exp4(_mm256_loadu_pd(x), &redo));
+        for (int l = 0; l < 4; l++) {
+            const double want = exp(x[l]);
+            if (!((redo >> l) & 1) && memcmp(&want, &got[l], sizeof want) != 0) {
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+#endif
+
+PyDoc_STRVAR(exp_exact_doc,
+"exp_exact(x, out)\n"
+"--\n\n"
+"out = exp(x) (float64 arrays of one length) by exact_exp4 four at a time, its flagged lanes and the\n"
+"tail by the C library's exp: equal to the C library's exp bit for bit. Returns whether exact_exp4 ran\n"
+"(the CPU has AVX2 and FMA and the import's self-check passed); else every value is the C library's.");
+
+#ifdef HAVE_AVX2
+__attribute__((target("avx2,fma"))) static void
+exp_exact_avx2(const double *x, double *out, Py_ssize_t n)
+{
+    Py_ssize_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        int redo;
+        _mm256_storeu_pd(out + j, exact_exp4(_mm256_loadu_pd(x + j), &redo));
+        for (; redo; redo &= redo - 1) {
+            out[j + __builtin_ctz(redo)] = exp(x[j + __builtin_ctz(redo)]);
+        }
+    }
+    for (; j < n; j++) {
+        out[j] = exp(x[j]);
+    }
+}
+#endif
+
+static PyObject *
+py_exp_exact(PyObject *self, PyObject *args)
+{
+    PyObject *o_x, *o_out;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO:exp_exact", &o_x, &o_out)) {
+        return NULL;
+    }
+    Views v = {.n = 0};
+    int kind;
+    Py_buffer *b_x = views_next(&v);
+    TAKE(v, o_x, "x", 1, KINDS_F64, 0, kind);
+    Py_buffer *b_out = views_next(&v);
+    TAKE(v, o_out, "out", 1, KINDS_F64, 1, kind);
+    if (!check_len(b_out, "out", 0, b_x->shape[0])) goto fail;
+    const double *x = (const double *)b_x->buf;
+    double *out = (double *)b_out->buf;
+    const Py_ssize_t n = b_x->shape[0];
+    Py_BEGIN_ALLOW_THREADS
+#ifdef HAVE_AVX2
+    if (exact_exp_ok) {
+        exp_exact_avx2(x, out, n);
+    }
+    else
+#endif
+    {
+        for (Py_ssize_t j = 0; j < n; j++) {
+            out[j] = exp(x[j]);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    views_release(&v);
+    return PyBool_FromLong(exact_exp_ok);
+fail:
+    views_release(&v);
+    return NULL;
+}
+
+PyDoc_STRVAR(top_label_rows_doc,
+"top_label_rows(scores, labels, is_logits, conf, correct, vector=True)\n"
+"--\n\n"
+"Each row's top-label confidence and correctness, as fused_rows computes them (bit for bit): for logits\n"
+"conf = max softmax (float64, the C library's exp), correct = [first argmax = label].\n\n"
+"scores: float32/float64 (N, K); labels: int64 (N,) in [0, K); conf: float64 (N,); correct: bool (N,).\n"
+"vector: for logits, exact_exp4 four classes at a time where the CPU has AVX2 and FMA and the import's\n"
+"self-check passed (else, or with False, the C library's exp one value at a time). Returns whether the\n"
+"vector loop ran.");
+
+static PyObject *
+py_top_label_rows(PyObject *self, PyObject *args)
+{
+    PyObject *o_scores, *o_labels, *o_conf, *o_correct;
+    int is_logits, vector = 1;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOpOO|p:top_label_rows", &o_scores, &o_labels, &is_logits, &o_conf, &o_correct,
+                          &vector)) {
+        return NULL;
+    }
+    Views v = {.n = 0};
+    int kind_scores, kind;
+    Py_buffer *b_scores = views_next(&v);
+    TAKE(v, o_scores, "scores", 2, KINDS_FLOAT, 0, kind_scores);
+    const Py_ssize_t rows = b_scores->shape[0], k = b_scores->shape[1];
+    if (k < 1) {
+        PyErr_SetString(PyExc_ValueError, "scores: expected at least one column");
+        goto fail;
+    }
+    Py_buffer *b_labels = views_next(&v);
+    TAKE(v, o_labels, "labels", 1, KINDS_I64, 0, kind);
+    if (!check_len(b_labels, "labels", 0, rows)) goto fail;
+    Py_buffer *b_conf = views_next(&v);
+    TAKE(v, o_conf, "conf", 1, KINDS_F64, 1, kind);
+    if (!check_len(b_conf, "conf", 0, rows)) goto fail;
+    Py_buffer *b_correct = views_next(&v);
+    TAKE(v, o_correct, "correct", 1, KINDS_BOOL, 1, kind);
+    if (!check_len(b_correct, "correct", 0, rows)) goto fail;
+    const int use_vector = vector && is_logits && exact_exp_ok;
+    TopLabel t = {
+        .rows = rows, .k = k, .k_padded = (k + 3) / 4 * 4, .is_logits = is_logits,
+        .labels = (const int64_t *)b_labels->buf, .conf = (double *)b_conf->buf,
+        .correct = (unsigned char *)b_correct->buf, .bad_row = -1,
+    };
+    t.block_rows = use_vector ? (1024 / t.k_padded > 1 ? 1024 / t.k_padded : 1) : 1;
+    const size_t cells = (size_t)t.block_rows * (size_t)t.k_padded;
+    t.e = (double *)PyMem_RawMalloc(2 * cells * sizeof(double) + cells / 4 + 1);
+    if (t.e == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    t.z = t.e + cells;
+    t.masks = (unsigned char *)(t.z + cells);
+    Py_BEGIN_ALLOW_THREADS
+#ifdef HAVE_AVX2
+    if (use_vector && kind_scores == K_F32) {
+        top_label_avx2_f32(&t, (const float *)b_scores->buf);
+    }
+    else if (use_vector) {
+        top_label_avx2_f64(&t, (const double *)b_scores->buf);
+    }
+    else
+#endif
+    if (kind_scores == K_F32) {
+        top_label_scalar_f32(&t, (const float *)b_scores->buf);
+    }
+    else {
+        top_label_scalar_f64(&t, (const double *)b_scores->buf);
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(t.e);
+    if (t.bad_row >= 0) {
+        PyErr_Format(PyExc_ValueError, "labels[%zd] = %lld: expected a class index in [0, %zd)", t.bad_row,
+                     (long long)t.labels[t.bad_row], k);
+        goto fail;
+    }
+    views_release(&v);
+    return PyBool_FromLong(use_vector);
 fail:
     views_release(&v);
     return NULL;
@@ -823,15 +1268,10 @@ exp_row_scalar(const double *restrict x, double *restrict e, Py_ssize_t k)
     }
 }
 
-/* whether the CPU runs the AVX2 loops (set at import) */
-static int exp_row_vector = 0;
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define HAVE_EXP_ROW_AVX2 1
+#ifdef HAVE_AVX2
 
 /* exp_row_scalar's exp of four values (AVX2), into out[0..3] (register moves) */
-__attribute__((target("avx2"))) static inline __m256d
+__attribute__((target("avx2"), always_inline)) static inline __m256d
 exp4_vec(__m256d x)
 {
     int64_t shift_bits;
@@ -893,9 +1333,9 @@ py_exp_poly(PyObject *self, PyObject *args)
     Py_buffer *b_out = views_next(&v);
     TAKE(v, o_out, "out", 1, KINDS_F64, 1, kind);
     if (!check_len(b_out, "out", 0, b_x->shape[0])) goto fail;
-    const int used = vector && exp_row_vector;
+    const int used = vector && avx2_ok;
     Py_BEGIN_ALLOW_THREADS
-#ifdef HAVE_EXP_ROW_AVX2
+#ifdef HAVE_AVX2
     if (used) {
         exp_row_avx2((const double *)b_x->buf, (double *)b_out->buf, b_x->shape[0]);
     }
@@ -949,45 +1389,8 @@ fail:
 NLL_ROWS(f32, float)
 NLL_ROWS(f64, double)
 
-#ifdef HAVE_EXP_ROW_AVX2
+#ifdef HAVE_AVX2
 #define exp4_avx2(x, out) LANES4(exp4_vec(x), out)
-/* The four lanes of v as doubles (register moves, no store and reload). */
-#define LANES4(v, out)                                                   \
-    do {                                                                 \
-        const __m128d lo_ = _mm256_castpd256_pd128(v);                   \
-        const __m128d hi_ = _mm256_extractf128_pd(v, 1);                 \
-        (out)[0] = _mm_cvtsd_f64(lo_);                                   \
-        (out)[1] = _mm_cvtsd_f64(_mm_unpackhi_pd(lo_, lo_));             \
-        (out)[2] = _mm_cvtsd_f64(hi_);                                   \
-        (out)[3] = _mm_cvtsd_f64(_mm_unpackhi_pd(hi_, hi_));             \
-    } while (0)
-
-/* lanes l < n of a 4-lane mask (n = 1..3: the last, partial group of a row) */
-static const int32_t NLL_TAIL_MASK32[4][4] = {{0, 0, 0, 0}, {-1, 0, 0, 0}, {-1, -1, 0, 0}, {-1, -1, -1, 0}};
-static const int64_t NLL_TAIL_MASK64[4][4] = {{0, 0, 0, 0}, {-1, 0, 0, 0}, {-1, -1, 0, 0}, {-1, -1, -1, 0}};
-
-/* 4 scores of a row from j on as doubles; past the row's end (the last, partial group) 0, by a masked
- * load (nothing past the row is read). */
-__attribute__((target("avx2"))) static inline __m256d
-nll_load4_f32(const float *row, Py_ssize_t j, Py_ssize_t k)
-{
-    if (j + 4 <= k) {
-        return _mm256_cvtps_pd(_mm_loadu_ps(row + j));
-    }
-    const __m128i mask = _mm_loadu_si128((const __m128i *)NLL_TAIL_MASK32[k - j]);
-    return _mm256_cvtps_pd(_mm_maskload_ps(row + j, mask));
-}
-
-__attribute__((target("avx2"))) static inline __m256d
-nll_load4_f64(const double *row, Py_ssize_t j, Py_ssize_t k)
-{
-    if (j + 4 <= k) {
-        return _mm256_loadu_pd(row + j);
-    }
-    const __m256i mask = _mm256_loadu_si256((const __m256i *)NLL_TAIL_MASK64[k - j]);
-    return _mm256_maskload_pd(row + j, mask);
-}
-
 /* nll_rows_f32/f64 with d, β·d and the exponentials four classes at a time (AVX2): the same operations
  * as the scalar loop (exp_row_avx2's bit-identical exp; no fused multiply-add), and the three sums
  * still added one class after the other, so every sum is bit-identical to the scalar pass's. The
@@ -1008,7 +1411,7 @@ nll_load4_f64(const double *row, Py_ssize_t j, Py_ssize_t k)
             const __m256d vmax = _mm256_set1_pd(zmax);                                             \
             double sum = 0.0, s1 = 0.0, s2 = 0.0;                                                  \
             for (Py_ssize_t j = 0; j < k; j += 4) {                                                \
-                const __m256d dv = _mm256_sub_pd(nll_load4_##SUFFIX(row, j, k), vmax);             \
+                const __m256d dv = _mm256_sub_pd(load4_##SUFFIX(row, j, k), vmax);             \
                 double d4[4], e4[4];                                                               \
                 LANES4(dv, d4);                                                                    \
                 exp4_avx2(_mm256_mul_pd(beta, dv), e4);                                            \
@@ -1084,11 +1487,11 @@ py_nll_rows(PyObject *self, PyObject *args)
     s.e = s.d + 2 * k;
     const void *scores = b_scores->buf;
     Py_BEGIN_ALLOW_THREADS
-#ifdef HAVE_EXP_ROW_AVX2
-    if (vector && exp_row_vector && kind_scores == K_F32) {
+#ifdef HAVE_AVX2
+    if (vector && avx2_ok && kind_scores == K_F32) {
         nll_rows_avx2_f32(&s, (const float *)scores);
     }
-    else if (vector && exp_row_vector) {
+    else if (vector && avx2_ok) {
         nll_rows_avx2_f64(&s, (const double *)scores);
     }
     else
@@ -1120,6 +1523,8 @@ static PyMethodDef methods[] = {
     {"spread_unit", py_spread_unit, METH_VARARGS, spread_unit_doc},
     {"nll_rows", py_nll_rows, METH_VARARGS, nll_rows_doc},
     {"exp_poly", py_exp_poly, METH_VARARGS, exp_poly_doc},
+    {"top_label_rows", py_top_label_rows, METH_VARARGS, top_label_rows_doc},
+    {"exp_exact", py_exp_exact, METH_VARARGS, exp_exact_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1140,9 +1545,10 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__ckernel(void)
 {
-#ifdef HAVE_EXP_ROW_AVX2
+#ifdef HAVE_AVX2
     __builtin_cpu_init();
-    exp_row_vector = __builtin_cpu_supports("avx2");
+    avx2_ok = __builtin_cpu_supports("avx2");
+    exact_exp_ok = avx2_ok && __builtin_cpu_supports("fma") && exact_exp_selfcheck();
 #endif
     return PyModule_Create(&module);
 }

@@ -45,7 +45,7 @@ from .errors import InputError
 from .probabilities import softmax_and_log_normalizer
 
 __all__ = ["ENGINES", "ENGINE_ENV", "HAVE_CKERNEL", "HAVE_NUMBA", "default_engine", "numba_engine", "chunk_statistics",
-           "fused_available"]
+           "fused_available", "top_label_chunk"]
 
 ENGINES = ("numpy", "fused")
 #: environment variable that chooses the engine (``numpy`` or ``fused``)
@@ -58,7 +58,7 @@ except ImportError:  # pragma: no cover - depends on the build
 
 #: the loops the C extension must hold; a build from older sources (an in-place .so left behind by an
 #: upgrade) that lacks one is not used at all, rather than used in part
-CKERNEL_FUNCTIONS = ("fused_rows", "bin_sums_1d", "spread_unit", "nll_rows")
+CKERNEL_FUNCTIONS = ("fused_rows", "bin_sums_1d", "spread_unit", "nll_rows", "top_label_rows")
 if _ckernel is not None and not all(hasattr(_ckernel, name) for name in CKERNEL_FUNCTIONS):  # pragma: no cover
     _ckernel = None
 
@@ -230,3 +230,20 @@ def chunk_statistics(scores, labels, edges, *, engine: str, is_logits: bool, com
         return fused_chunk(scores, labels, edges, is_logits=is_logits, top5=top5, classwise=classwise)
     return numpy_chunk(scores, labels, edges, is_logits=is_logits, compat=compat, top5=top5,
                        classwise=classwise, lowest_closed=lowest_closed, work_dtype=work_dtype)
+
+
+def top_label_chunk(scores, labels, *, is_logits: bool):
+    """(conf, correct) of one chunk by the C extension's ``top_label_rows``, or None where it does not
+    run (no C extension, scores neither float32 nor float64): the confidence and correctness
+    :func:`chunk_statistics` gives, bit for bit, without the NLL, Brier, top-5 or classwise work, for
+    the metrics that read the top label only (ECE, MCE, RMS-CE, accuracy, ...). For logits the
+    exponentials are the C library's, four at a time where the CPU has AVX2 and FMA
+    (calibrate_cli/_ckernel.c, ``exact_exp4``: bit-identical where the C library's exp is within
+    0.529 ulp, which the extension checks when it loads)."""
+    if _ckernel is None or scores.dtype not in _FUSED_DTYPES:
+        return None
+    scores = np.ascontiguousarray(scores)
+    conf = np.empty(scores.shape[0], dtype=np.float64)
+    correct = np.empty(scores.shape[0], dtype=bool)
+    _ckernel.top_label_rows(scores, np.ascontiguousarray(labels, dtype=np.int64), is_logits, conf, correct)
+    return conf, correct

@@ -67,6 +67,9 @@ __all__ = [
 
 DEFAULT_N_BINS = 15
 
+#: the sums made from the top-label confidences and correctness alone (no NLL, Brier, top-5 or classwise pass)
+TOP_LABEL_SUMS = frozenset({"width", "mass", "correct", "conf", "s99", "s99_correct", "samples"})
+
 
 def equal_width_bins(
     confidences: np.ndarray, correct: np.ndarray, n_bins: int = DEFAULT_N_BINS, *, compat: str | None = None
@@ -151,19 +154,21 @@ def summary_sums(
     del confident
     if ordered is None and "samples" in needed:
         ordered = sort_by_confidence(s.confidences, s.correct, in_place=True)
-    t = s.totals if s.totals is not None else _column_totals(s)
-    nll_sum, nll_scale = t.nll_sum, 1.0
-    if math.isinf(nll_sum):  # finite terms whose sum overflows (logits near 1e308): their sum divided by N
-        nll_sum, nll_scale = t.nll_sum_scaled, float(s.n)
+    columns = {}
+    if s.totals is not None or s.nll is not None:  # absent from a top-label-only summary
+        t = s.totals if s.totals is not None else _column_totals(s)
+        nll_sum, nll_scale = t.nll_sum, 1.0
+        if math.isinf(nll_sum):  # finite terms whose sum overflows (logits near 1e308): their sum divided by N
+            nll_sum, nll_scale = t.nll_sum_scaled, float(s.n)
+        columns = dict(nll=one(nll_sum), nll_scale=nll_scale, nll_inf=one(t.nll_inf), brier=one(t.brier_sum),
+                       top5=None if t.top5_count is None else one(t.top5_count))
+    elif needed & {"nll", "nll_inf", "brier", "top5"}:
+        raise ValueError("this summary holds the top label only: no NLL, Brier or top-5 sums")
     return MetricSums(
         n=s.n,
         width=_batch_of_one(width),
         mass=None if mass is None else _batch_of_one(mass),
-        nll=one(nll_sum),
-        nll_scale=nll_scale,
-        nll_inf=one(t.nll_inf),
-        brier=one(t.brier_sum),
-        top5=None if t.top5_count is None else one(t.top5_count),
+        **columns,
         **in_order,
         classwise_gap=_classwise_gap(s, needed),
         classwise_classes=None,
@@ -264,9 +269,10 @@ def _metric(name: str, scores, labels, input_kind, n_bins=DEFAULT_N_BINS, compat
     """One metric from its registry entry (NaN where undefined)."""
     needed = sums_needed([name])
     predictions = as_predictions(scores, labels, input_kind)
-    # sums where sums suffice; the summary is dropped after, so its confidences may be sorted in place
+    # sums where sums suffice (the top label alone where that is all the metric reads); the summary is
+    # dropped after, so its confidences may be sorted in place
     summary = summarize(predictions, n_bins=n_bins, compat=compat, classwise="classwise_gap" in needed,
-                        sums_only=True)
+                        sums_only=True, top_label_only=needed <= TOP_LABEL_SUMS)
     if "class_samples" in needed:
         summary = with_class_sorted(summary, predictions)
     return _point(summary, [name], n_bins, consume=True)[name]

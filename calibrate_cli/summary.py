@@ -22,7 +22,7 @@ import numpy as np
 
 from .binning import BinStats, SparseBinStats, assign_bins, torch_linspace_edges, uniform_edges
 from .errors import InputError
-from .kernels import check_engine, chunk_statistics
+from .kernels import HAVE_CKERNEL, check_engine, chunk_statistics, top_label_chunk
 from .pages import release_rows
 from .parallel import cpu_threads, map_chunks
 from . import predictions as _predictions
@@ -210,6 +210,7 @@ def summarize(
     engine: str | None = None,
     sums_only: bool = False,
     device: str | None = None,
+    top_label_only: bool = False,
 ) -> PredictionSummary:
     """Compute the per-sample quantities (and classwise bin statistics) of ``predictions``.
 
@@ -228,11 +229,20 @@ def summarize(
 
     ``device`` (:data:`~calibrate_cli.devices.DEVICES`; None: "cpu"): "cuda"/"torch-cpu" (and "auto"
     with a GPU) run each chunk with torch there (:mod:`~calibrate_cli.torch_engine`; the same numbers
-    to rounding), chunks moved to the device one at a time."""
+    to rounding), chunks moved to the device one at a time.
+
+    ``top_label_only``: only the confidences and correctness are wanted (ECE, MCE, accuracy, ...):
+    where the C extension runs (the fused engine on the CPU, float32/float64 scores, no compat mode)
+    its ``top_label_rows`` computes just those, the same bits (:func:`~calibrate_cli.kernels.top_label_chunk`),
+    and the summary holds no NLL, Brier, top-5 or classwise statistics; elsewhere the full pass runs."""
     compat = check_compat(compat)
     ops = _device_ops(device)
     n, k = predictions.n, predictions.k
     engine = check_engine(engine, n * k)
+    top_label_only = (top_label_only and ops is None and compat is None and engine == "fused" and HAVE_CKERNEL
+                      and predictions.scores.dtype in (np.float32, np.float64))
+    if top_label_only:
+        classwise, sums_only = False, False
     labels = predictions.labels
     is_logits = predictions.input_kind == "logits"
     work_dtype = np.float32 if compat else np.float64
@@ -242,7 +252,9 @@ def summarize(
     confidences = np.empty(n, dtype=work_dtype)
     correct = np.empty(n, dtype=bool)
     want_top5 = k > 5
-    if sums_only:
+    if top_label_only:
+        nll = brier = top5 = None
+    elif sums_only:
         nll = brier = top5 = None
         nll_sum, nll_scaled, brier_sum = PairwiseSum(n), PairwiseSum(n), PairwiseSum(n)
         nll_inf, top5_count = 0, 0 if want_top5 else None
@@ -256,6 +268,11 @@ def summarize(
         """Fill the per-sample arrays on ``rows``; return the chunk's classwise statistics."""
         y = labels[rows]
         scores = predictions.scores[rows]
+        if top_label_only:
+            confidences[rows], correct[rows] = top_label_chunk(scores, y, is_logits=is_logits)
+            release_rows(predictions.scores, rows)
+            release_rows(predictions.labels, rows)
+            return None, None
         if compat and scores.dtype.itemsize > 4:
             _check_float32_range(scores, rows.start, compat, scores_name)
         conf, corr, nll_c, brier_c, top5_c, stats = chunk_statistics(

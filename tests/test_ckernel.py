@@ -8,10 +8,12 @@ does not import numba when the extension is built. Skipped when the extension wa
 compiler at install time); the numba comparisons skip without numba.
 """
 
+import math
 import os
 import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -348,6 +350,7 @@ def test_the_fused_engine_runs_the_extension(monkeypatch):
 
 _NO_NUMBA = """
 import sys
+from pathlib import Path
 import numpy as np
 from calibrate_cli.evaluate import evaluate
 report = evaluate(np.load(sys.argv[1], mmap_mode="r"), np.load(sys.argv[2]))
@@ -623,6 +626,7 @@ def test_nll_rows_log_probabilities_of_zero_and_bad_arguments():
 
 _NLL_FIT = """
 import sys
+from pathlib import Path
 import numpy as np
 from calibrate_cli import fit_temperature
 fit = fit_temperature(np.load(sys.argv[1]), np.load(sys.argv[2]), search="nll")
@@ -647,3 +651,90 @@ def test_exact_nll_fit_runs_the_extension_without_numba(tmp_path):
     assert out.returncode == 0, out.stderr
     imported, passes = out.stdout.split()
     assert imported == "False" and int(passes) > 1, out.stdout
+
+
+# --------------------------------------------------------------------------- top_label_rows, exp_exact
+
+
+def test_exp_exact_is_the_c_librarys_exp_bit_for_bit():
+    """exact_exp4 (a table of 2^(i/64) in double-double, a degree-6 polynomial, hi + lo to < 0.001 ulp)
+    keeps a lane only where it is more than 0.03 ulp from a rounding boundary, so it equals any exp
+    within 0.529 ulp: compared with Python's math.exp (the C library's) on values over every table
+    entry, near 0, near the ±700 limits, NaN and ±inf, in lengths not a multiple of 4."""
+    rng = np.random.default_rng(7)
+    special = [0.0, -0.0, np.nan, -np.inf, np.inf, -700.0, 700.0, -699.9999, 699.9999, -745.2, 709.7,
+               1e-300, -1e-300, -np.log(2) / 128, np.log(2) / 128, -np.log(2), 1.0, -1.0]
+    x = np.concatenate([rng.uniform(-745, 0, 400_000), rng.uniform(-40, 40, 400_000),
+                        rng.normal(scale=1e-4, size=50_001), np.arange(-64, 64) * np.log(2) / 64, special])
+    out = np.empty_like(x)
+    ran_vector = ck.exp_exact(x, out)
+    expected = np.array([_c_exp(v) for v in x.tolist()])
+    nan = np.isnan(expected)
+    assert np.array_equal(np.isnan(out), nan)
+    assert np.array_equal(_bits(out[~nan]), _bits(expected[~nan]))
+    if platform.machine() in ("x86_64", "AMD64") and {"avx2", "fma"} <= set(_cpu_flags().split()):
+        assert ran_vector  # the vector path was the one compared
+
+
+def _c_exp(v: float) -> float:
+    try:
+        return math.exp(v)
+    except OverflowError:
+        return math.inf
+
+
+def _fused_top_label(scores, labels, is_logits):
+    n, k = scores.shape
+    conf, correct = np.empty(n), np.empty(n, dtype=bool)
+    ck.fused_rows(scores, labels, is_logits, 15, np.linspace(0, 1, 16), False, False, conf, correct, np.empty(n),
+                  np.empty(n), np.empty(n, dtype=bool), np.zeros((k, 15), np.int64), np.zeros((k, 15)),
+                  np.zeros((k, 15)))
+    return conf, correct
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [1, 2, 3, 4, 5, 7, 8, 9, 10, 13, 100, 130])
+def test_top_label_rows_equal_fused_rows_bit_for_bit(dtype, k):
+    """The confidence and correctness of fused_rows (every class's p = e/Σe, first argmax), from conf = 1/Σe
+    and the first e_j/Σe == conf: equal for logits (vector and scalar loops) and probabilities, with tied
+    maxima, a second logit a hair below the maximum (its e rounds to 1), and huge gaps."""
+    rng = np.random.default_rng(k)
+    n = 3000
+    z = rng.standard_normal((n, k)) * 6
+    z[:300] = np.round(z[:300])  # ties of the maximum
+    if k > 1:
+        top = z.argmax(axis=1)
+        z[300:400, 0] = z[300:400][np.arange(100), top[300:400]] * (1 - 1e-16)  # e = 1.0 below the max
+        z[400:450, -1] = 800.0  # every other e = 0
+    z = z.astype(dtype)
+    y = rng.integers(0, k, n)
+    y[:200] = z[:200].argmax(axis=1)
+    for is_logits, scores in ((True, z), (False, None)):
+        if scores is None:
+            e = np.exp(z.astype(np.float64) - z.max(axis=1, keepdims=True))
+            scores = (e / e.sum(axis=1, keepdims=True)).astype(dtype)
+        want_conf, want_correct = _fused_top_label(scores, y, is_logits)
+        for vector in (True, False):
+            conf, correct = np.empty(n), np.empty(n, dtype=bool)
+            ck.top_label_rows(scores, y, is_logits, conf, correct, vector)
+            assert np.array_equal(_bits(conf), _bits(want_conf))
+            assert np.array_equal(correct, want_correct)
+
+
+def test_top_label_rows_refuse_bad_arguments():
+    z = np.zeros((3, 4))
+    conf, correct = np.empty(3), np.empty(3, dtype=bool)
+    with pytest.raises(ValueError, match=r"labels\[1\] = 4"):
+        ck.top_label_rows(z, np.array([0, 4, 1]), True, conf, correct)
+    with pytest.raises(ValueError, match="conf"):
+        ck.top_label_rows(z, np.array([0, 1, 1]), True, np.empty(2), correct)
+    with pytest.raises(TypeError):
+        ck.top_label_rows(z.astype(np.int64), np.array([0, 1, 1]), True, conf, correct)
+    ck.top_label_rows(np.zeros((0, 4)), np.zeros(0, dtype=np.int64), True, np.empty(0), np.empty(0, dtype=bool))
+
+
+def test_exp_table_header_is_what_its_generator_writes():
+    """calibrate_cli/_exp_table.h is generated (decimal, 60 digits): regenerating it changes nothing."""
+    script = Path(__file__).resolve().parents[1] / "scripts" / "gen_exp_table.py"
+    done = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, "calibrate_cli/_exp_table.h differs from scripts/gen_exp_table.py's output"

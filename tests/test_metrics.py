@@ -318,3 +318,37 @@ def test_top5_is_invariant_to_temperature_even_when_probabilities_underflow():
     assert calib.top5_accuracy(logits, label) == 0.0
     assert calib.top5_accuracy(logits / 100, label) == 0.0
     assert calib.top5_accuracy(logits, [9]) == 1.0 and calib.top5_accuracy(logits / 100, [9]) == 1.0
+
+
+@pytest.mark.parametrize("input_kind", ["logits", "probs"])
+def test_top_label_metrics_take_the_top_label_pass_and_equal_evaluate(input_kind, monkeypatch):
+    """ECE, AdaECE, MCE, accuracy and mean confidence read the top label only: with the C extension they
+    come from top_label_rows (no NLL, Brier, top-5 or classwise work), bit-identical to `evaluate`'s;
+    NLL still takes the full pass."""
+    import calibrate_cli.summary as summary_module
+    from calibrate_cli import kernels
+
+    if not kernels.HAVE_CKERNEL:
+        pytest.skip("the C extension is not built")
+    calls = []
+
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return kernels.top_label_chunk(*args, **kwargs)
+
+    monkeypatch.setattr(summary_module, "top_label_chunk", spy)
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((4000, 12)) * 3).astype(np.float32)
+    y = rng.integers(0, 12, 4000)
+    if input_kind == "probs":
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        x = e / e.sum(axis=1, keepdims=True)
+    report = calib.evaluate(x, y, input_kind=input_kind)
+    for name in ("ece", "adaece", "mce", "accuracy", "mean_confidence"):
+        calls.clear()
+        value = getattr(calib, name)(x, y, input_kind=input_kind)
+        assert calls, name
+        assert value == report.metrics[name], name
+    calls.clear()
+    assert calib.nll(x, y, input_kind=input_kind) == report.metrics["nll"]
+    assert not calls
