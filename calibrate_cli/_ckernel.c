@@ -634,6 +634,8 @@ typedef struct {
     unsigned char *correct;
     double *e, *z;        /* block_rows × k_padded: the exponentials and their arguments */
     unsigned char *masks; /* block_rows × k_padded/4: the lanes exact_exp4 left to the C library */
+    Py_ssize_t *first_max; /* block_rows: each row's first index of its largest logit */
+    uint64_t *candidates;  /* block_rows: classes j < 64 whose e_j may be ≥ 1/2 (or left to the C library) */
     Py_ssize_t bad_row;   /* first row whose label is out of range, or −1 */
 } TopLabel;
 
@@ -720,20 +722,30 @@ DEFINE_TOP_LABEL_SCALAR(top_label_scalar_f64, double)
             for (Py_ssize_t i = start; i < stop; i++) {                                                 \
                 const T *row = scores + i * k;                                                          \
                 double mx = (double)row[0];                                                             \
+                Py_ssize_t first = 0;                                                                   \
                 for (Py_ssize_t j = 1; j < k; j++) {                                                    \
                     double v = (double)row[j];                                                          \
+                    first = v > mx ? j : first;                                                         \
                     mx = v > mx ? v : mx;                                                               \
                 }                                                                                       \
-                const __m256d vmx = _mm256_set1_pd(mx);                                                 \
+                const __m256d vmx = _mm256_set1_pd(mx), half = _mm256_set1_pd(0.5);                     \
                 double *e = t->e + (i - start) * kp, *z = t->z + (i - start) * kp;                      \
                 unsigned char *masks = t->masks + (i - start) * groups;                                 \
+                uint64_t candidates = groups > 16 ? ~(uint64_t)0 : 0;                                   \
                 for (Py_ssize_t g = 0; g < groups; g++) {                                               \
                     const __m256d zv = _mm256_sub_pd(load4_##SUFFIX(row, 4 * g, k), vmx);              \
                     int redo;                                                                           \
-                    _mm256_storeu_pd(e + 4 * g, exact_exp4(zv, &redo));                                 \
+                    const __m256d ev = exact_exp4(zv, &redo);                                           \
+                    _mm256_storeu_pd(e + 4 * g, ev);                                                    \
                     _mm256_storeu_pd(z + 4 * g, zv);                                                    \
                     masks[g] = (unsigned char)redo;                                                     \
+                    if (g < 16) {                                                                       \
+                        const int big = _mm256_movemask_pd(_mm256_cmp_pd(ev, half, _CMP_GE_OQ));       \
+                        candidates |= (uint64_t)(big | redo) << (4 * g);                                \
+                    }                                                                                   \
                 }                                                                                       \
+                t->first_max[i - start] = first;                                                        \
+                t->candidates[i - start] = candidates;                                                  \
             }                                                                                           \
             for (Py_ssize_t i = start; i < stop; i++) {                                                 \
                 double *e = t->e + (i - start) * kp, *z = t->z + (i - start) * kp;                      \
@@ -753,7 +765,25 @@ DEFINE_TOP_LABEL_SCALAR(top_label_scalar_f64, double)
                     t->bad_row = i;                                                                     \
                     return;                                                                             \
                 }                                                                                       \
-                top_label_of_row(t, i, t->e + (i - start) * kp, y);                                     \
+                /* top_label_of_row's first j with e_j ≥ 1/2 and e_j/Σe == conf: the row's first     \
+                 * largest logit (e = 1), unless a class before it may have e_j ≥ 1/2 (rare: then the   \
+                 * check, with its division, for those classes only) */                               \
+                const double *e = t->e + (i - start) * kp;                                              \
+                const double total = pairwise_sum(e, k), conf = 1.0 / total;                            \
+                const Py_ssize_t first = t->first_max[i - start];                                       \
+                uint64_t before = first < 64 ? t->candidates[i - start] & (((uint64_t)1 << first) - 1)  \
+                                             : t->candidates[i - start];                                \
+                Py_ssize_t best = first;                                                                \
+                if (before) {                                                                           \
+                    for (Py_ssize_t j = 0; j < first; j++) {                                            \
+                        if (e[j] >= 0.5 && e[j] / total == conf) {                                      \
+                            best = j;                                                                   \
+                            break;                                                                      \
+                        }                                                                               \
+                    }                                                                                   \
+                }                                                                                       \
+                t->conf[i] = conf;                                                                      \
+                t->correct[i] = best == y;                                                              \
             }                                                                                           \
         }                                                                                               \
     }
@@ -898,13 +928,17 @@ py_top_label_rows(PyObject *self, PyObject *args)
     };
     t.block_rows = use_vector ? (1024 / t.k_padded > 1 ? 1024 / t.k_padded : 1) : 1;
     const size_t cells = (size_t)t.block_rows * (size_t)t.k_padded;
-    t.e = (double *)PyMem_RawMalloc(2 * cells * sizeof(double) + cells / 4 + 1);
+    const size_t rows_in_block = (size_t)t.block_rows;
+    t.e = (double *)PyMem_RawMalloc(2 * cells * sizeof(double) + rows_in_block * (sizeof(Py_ssize_t) + sizeof(uint64_t))
+                                    + cells / 4 + 1);
     if (t.e == NULL) {
         PyErr_NoMemory();
         goto fail;
     }
     t.z = t.e + cells;
-    t.masks = (unsigned char *)(t.z + cells);
+    t.first_max = (Py_ssize_t *)(t.z + cells);
+    t.candidates = (uint64_t *)(t.first_max + rows_in_block);
+    t.masks = (unsigned char *)(t.candidates + rows_in_block);
     Py_BEGIN_ALLOW_THREADS
 #ifdef HAVE_AVX2
     if (use_vector && kind_scores == K_F32) {
