@@ -4,10 +4,8 @@ the fused engine runs.
 
 The grid evaluates softmax(z / T) for every T of the grid from one read of each row: for each class
 j the exponentials of all T are computed together (a loop over T that the compiler vectorises,
-with an exp written out below so that it can be: ``_exp_table_into``, a table of 2^(i/64) and a
-polynomial of degree 6), so one row costs K·|T| vectorised exponentials instead of K·|T| calls of
-the C library's exp. The exact NLL fit's passes keep ``_exp_into`` (no table; the C extension's
-``nll_rows`` performs the same operations). Both exps are within a few ulps of the C library's;
+with an exp written out below so that it can be), so one row costs K·|T| vectorised exponentials
+instead of K·|T| calls of the C library's exp. That exp is within a few ulps of the C library's;
 wherever a few ulps could matter — a confidence within 1e-9 of a bin edge b/M, or a row whose
 largest logit is nearly tied with an earlier one (the argmax) — the (row, T) is recomputed exactly
 as numpy computes it (C library exp, numpy's pairwise sum, p = e/Σe, first argmax), so every
@@ -68,58 +66,6 @@ def _exp_into(zj, inv, mx, out, kbuf, kbits, poly, sbuf, sbits, accumulate):  # 
     else:
         for i in range(n):
             out[i] = poly[i] * sbuf[i]
-
-
-def _two_to_the_sixty_fourths() -> np.ndarray:
-    """2^(i/64), i = 0..63, each the float64 nearest to it (Python's decimal at 40 digits)."""
-    from decimal import Decimal, localcontext
-
-    with localcontext() as ctx:
-        ctx.prec = 40
-        return np.array([float(Decimal(2) ** (Decimal(i) / 64)) for i in range(64)])
-
-
-TWO_I_64 = _two_to_the_sixty_fourths()
-INV_LN2_64 = 92.33248261689366  # 64/ln 2
-LN2_64_HI = 0.010830424696223417  # (ln 2)/64 in two parts, HI with 36 significant bits: k·HI exact for |k| < 2^17
-LN2_64_LO = 2.572804622327669e-14
-# 1/n! for e^r on |r| ≤ ln2/128 + ε: degree 6, truncation < 2^-64
-D2, D3, D4, D5, D6 = 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720
-
-
-@njit(nogil=True, error_model="numpy", fastmath={"contract"})
-def _exp_table_into(zj, inv, mx, out, kbuf, kbits, poly, sbuf, sbits, accumulate):  # pragma: no cover - compiled
-    """out[i] (+)= exp(zj·inv[i] − mx[i]) for every i, as :func:`_exp_into` but with a table: the grid's exp.
-
-    exp(x) = 2^(n div 64) · 2^((n mod 64)/64) · e^r with n = round(x·64/ln 2) (x clamped at −708),
-    r = x − n·(ln 2)/64 in two parts (|r| ≤ ln2/128 + ε), e^r by its Taylor polynomial of degree 6
-    (truncation < 2^-64), 2^(i/64) from a table of 64 doubles, 2^(n div 64) from the bits of n. Half the
-    polynomial of :func:`_exp_into`; within 3 ulps of the correctly rounded value (tests)."""
-    n = inv.shape[0]
-    for i in range(n):
-        x = zj * inv[i] - mx[i]
-        x = x if x > -708.0 else -708.0
-        kf = x * INV_LN2_64 + SHIFT
-        kbuf[i] = kf
-        k = kf - SHIFT
-        r = (x - k * LN2_64_HI) - k * LN2_64_LO
-        p = D6
-        p = p * r + D5
-        p = p * r + D4
-        p = p * r + D3
-        p = p * r + D2
-        p = p * r + 1.0
-        poly[i] = p * r + 1.0
-    for i in range(n):
-        k = kbits[i] - SHIFT_BITS
-        sbuf[i] = TWO_I_64[k & 63]
-        kbits[i] = ((k >> 6) + 1023) << 52
-    if accumulate:
-        for i in range(n):
-            out[i] += (poly[i] * sbuf[i]) * kbuf[i]
-    else:
-        for i in range(n):
-            out[i] = (poly[i] * sbuf[i]) * kbuf[i]
 
 
 @njit(nogil=True)
@@ -186,7 +132,7 @@ def grid_rows(scores, labels, temps, inv_temps, m, edges, want_bins, want_nll,
         for j in range(k):  # s = Σ_{j ≠ argmax} e^{x_j}: Σe = 1 + s
             if j == amax:
                 continue
-            _exp_table_into(z[j], inv_temps, mx, s, kbuf, kbits, poly, sbuf, sbits, True)
+            _exp_into(z[j], inv_temps, mx, s, kbuf, kbits, poly, sbuf, sbits, True)
         for t in range(nt):
             pred = amax
             log_s = 0.0
