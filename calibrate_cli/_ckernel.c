@@ -440,6 +440,33 @@ static const int KINDS_I64[] = {K_I64, 0};
 static const int KINDS_BOOL[] = {K_BOOL, 0};
 static const int KINDS_TARGET[] = {K_BOOL, K_F64, 0};
 
+/* The error of a label outside [0, K) at row ``row``. */
+static void
+set_bad_label(Py_ssize_t row, int64_t label, Py_ssize_t k)
+{
+    PyErr_Format(PyExc_ValueError, "labels[%zd] = %lld: expected a class index in [0, %zd)", row, (long long)label, k);
+}
+
+/* The scores (float32/float64, (N, K), K ≥ 1) and labels (int64, (N,)) of a row kernel, taken into v.
+ * Returns 0 with an exception set (the caller releases v). */
+static int
+take_rows(Views *v, PyObject *o_scores, PyObject *o_labels, int *kind_scores, Py_buffer **scores, Py_buffer **labels)
+{
+    int kind;
+    *scores = views_next(v);
+    TAKE(*v, o_scores, "scores", 2, KINDS_FLOAT, 0, *kind_scores);
+    if ((*scores)->shape[1] < 1) {
+        PyErr_SetString(PyExc_ValueError, "scores: expected at least one column");
+        goto fail;
+    }
+    *labels = views_next(v);
+    TAKE(*v, o_labels, "labels", 1, KINDS_I64, 0, kind);
+    if (!check_len(*labels, "labels", 0, (*scores)->shape[0])) goto fail;
+    return 1;
+fail:
+    return 0;
+}
+
 PyDoc_STRVAR(fused_rows_doc,
 "fused_rows(scores, labels, is_logits, m, edges, want_top5, classwise, conf, correct, nll, brier, top5, count, sum_p, sum_y)\n"
 "--\n\n"
@@ -533,8 +560,7 @@ py_fused_rows(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     PyMem_RawFree(f.p);
     if (f.bad_row >= 0) {
-        PyErr_Format(PyExc_ValueError, "labels[%zd] = %lld: expected a class index in [0, %zd)", f.bad_row,
-                     (long long)f.labels[f.bad_row], k);
+        set_bad_label(f.bad_row, f.labels[f.bad_row], k);
         goto fail;
     }
     views_release(&v);
@@ -904,16 +930,9 @@ py_top_label_rows(PyObject *self, PyObject *args)
     }
     Views v = {.n = 0};
     int kind_scores, kind;
-    Py_buffer *b_scores = views_next(&v);
-    TAKE(v, o_scores, "scores", 2, KINDS_FLOAT, 0, kind_scores);
+    Py_buffer *b_scores, *b_labels;
+    if (!take_rows(&v, o_scores, o_labels, &kind_scores, &b_scores, &b_labels)) goto fail;
     const Py_ssize_t rows = b_scores->shape[0], k = b_scores->shape[1];
-    if (k < 1) {
-        PyErr_SetString(PyExc_ValueError, "scores: expected at least one column");
-        goto fail;
-    }
-    Py_buffer *b_labels = views_next(&v);
-    TAKE(v, o_labels, "labels", 1, KINDS_I64, 0, kind);
-    if (!check_len(b_labels, "labels", 0, rows)) goto fail;
     Py_buffer *b_conf = views_next(&v);
     TAKE(v, o_conf, "conf", 1, KINDS_F64, 1, kind);
     if (!check_len(b_conf, "conf", 0, rows)) goto fail;
@@ -958,8 +977,7 @@ py_top_label_rows(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     PyMem_RawFree(t.e);
     if (t.bad_row >= 0) {
-        PyErr_Format(PyExc_ValueError, "labels[%zd] = %lld: expected a class index in [0, %zd)", t.bad_row,
-                     (long long)t.labels[t.bad_row], k);
+        set_bad_label(t.bad_row, t.labels[t.bad_row], k);
         goto fail;
     }
     views_release(&v);
@@ -1491,16 +1509,9 @@ py_nll_rows(PyObject *self, PyObject *args)
     }
     Views v = {.n = 0};
     int kind_scores, kind;
-    Py_buffer *b_scores = views_next(&v);
-    TAKE(v, o_scores, "scores", 2, KINDS_FLOAT, 0, kind_scores);
+    Py_buffer *b_scores, *b_labels;
+    if (!take_rows(&v, o_scores, o_labels, &kind_scores, &b_scores, &b_labels)) goto fail;
     const Py_ssize_t rows = b_scores->shape[0], k = b_scores->shape[1];
-    if (k < 1) {
-        PyErr_SetString(PyExc_ValueError, "scores: expected at least one column");
-        goto fail;
-    }
-    Py_buffer *b_labels = views_next(&v);
-    TAKE(v, o_labels, "labels", 1, KINDS_I64, 0, kind);
-    if (!check_len(b_labels, "labels", 0, rows)) goto fail;
     Py_buffer *b_out = views_next(&v);
     TAKE(v, o_out, "out", 1, KINDS_F64, 1, kind);
     if (!check_len(b_out, "out", 0, 3)) goto fail;

@@ -69,4 +69,14 @@ def test_compare_validates_and_summarises_each_model_once(runner, files):
 def test_temperature_validates_each_set_once(runner, files):
     calls = _count_calls(runner, ["temperature", *files["val"], "--test", *files["test"], "--format", "json"])
     assert calls["validate"] == 2  # the fitting set and the test set, once each
-    assert calls["check_scores"] == 4  # each set as loaded, and its calibrated scores
+    # each set as loaded; the temperature-scaled sets are divided as they are read (Predictions.divided):
+    # never written, never checked again
+    assert calls["check_scores"] == 2
+
+
+def test_temperature_checks_the_calibrated_scores_it_saves(runner, files, tmp_path):
+    """With --save-logits the test set's calibrated logits are written: they are made, and checked, once."""
+    calls = _count_calls(runner, ["temperature", *files["val"], "--test", *files["test"], "--format", "json",
+                                  "--save-logits", str(tmp_path / "scaled.npy")])
+    assert calls["validate"] == 2 and calls["check_scores"] == 3
+    assert (tmp_path / "scaled.npy").exists()
