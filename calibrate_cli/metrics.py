@@ -245,8 +245,10 @@ def metrics_from_summary(
     mass: BinStats | None = None,
     ordered: tuple[np.ndarray, np.ndarray] | None = None,
     consume: bool = False,
+    names=None,
 ) -> dict[str, float | None]:
-    """Every metric of docs/metrics.md as a dict keyed by :data:`METRIC_NAMES` (None where undefined).
+    """Every metric of docs/metrics.md as a dict keyed by :data:`METRIC_NAMES` (None where undefined);
+    ``names``: only these (e.g. the top-label metrics of a ``top_label_only`` summary).
 
     ``width``/``mass``: the equal-width / equal-mass bin statistics when already computed (``ordered``:
     the samples sorted by confidence, :func:`~calibrate_cli.sorting.sort_by_confidence`). Each
@@ -255,7 +257,8 @@ def metrics_from_summary(
     RMS/KS) are in the dict only when the summary holds their sorted classes (``summary.class_sorted``).
     ``consume``: as :func:`summary_sums`' (the summary's confidences are then reordered).
     """
-    names = [spec.name for spec in METRICS if spec.by_default or all(_summary_has(summary, f) for f in spec.needs)]
+    if names is None:
+        names = [spec.name for spec in METRICS if spec.by_default or all(_summary_has(summary, f) for f in spec.needs)]
     point = _point(summary, names, n_bins, width=width, mass=mass, ordered=ordered, consume=consume)
     return {name: None if math.isnan(v) else v for name, v in point.items()}
 

@@ -41,7 +41,7 @@ from .binning import BinStats, bin_statistics, uniform_edges
 from .errors import InputError
 from .io import atomic_write, check_output_path
 from .metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins, metrics_from_summary
-from .predictions import InputKind, Predictions, as_predictions
+from .predictions import InputKind, as_predictions, check_scaled_range
 from .probabilities import to_probabilities
 from .summary import summarize
 from .temperature import apply_temperature, check_temperature
@@ -237,19 +237,17 @@ class ReliabilityDiagram:
             if predictions.input_kind != "logits":
                 raise InputError("a temperature scales logits; the scores are probabilities", remedy="logits")
             temperature = check_temperature(temperature)
-            predictions = Predictions(
-                scores=apply_temperature(predictions.scores, temperature),
-                labels=predictions.labels,
-                input_kind="logits",
-            )
-        summary = summarize(predictions, n_bins=n_bins, classwise=False, device=device)
+            check_scaled_range(predictions.scores, temperature, scores_name=scores_name)
+            predictions = predictions.divided(temperature)  # logits / T as each chunk is read
+        # the diagram reads the top label only: no NLL, Brier, top-5 or classwise work
+        summary = summarize(predictions, n_bins=n_bins, classwise=False, device=device, top_label_only=True)
         if strategy == "uniform":
             bins = equal_width_bins(summary.confidences, summary.correct, n_bins)
-            metrics = metrics_from_summary(summary, n_bins, width=bins)
+            metrics = metrics_from_summary(summary, n_bins, width=bins, names=["ece", "accuracy"])
             value, name = metrics["ece"], "ECE"
         else:
             bins = equal_mass_bins(summary.confidences, summary.correct, n_bins)
-            metrics = metrics_from_summary(summary, n_bins, mass=bins)
+            metrics = metrics_from_summary(summary, n_bins, mass=bins, names=["adaece", "accuracy"])
             value, name = metrics["adaece"], "AdaECE"
         return cls(
             bins,

@@ -416,3 +416,20 @@ def test_a_diagram_renders_in_jupyter_as_png():
     plotted = diagram.plot()._repr_png_()
     for png in (fresh, plotted):
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+
+
+@pytest.mark.parametrize("strategy", ["uniform", "quantile"])
+def test_a_temperature_diagram_equals_the_diagram_of_the_divided_logits(strategy):
+    """With `temperature`, the logits are divided as they are read (never written whole): the bins and
+    the legend's value equal, bit for bit, those of the diagram of logits / T computed first."""
+    from calibrate_cli.plots import ReliabilityDiagram
+    from calibrate_cli.temperature import apply_temperature
+
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((3000, 7)) * 3).astype(np.float32)
+    y = rng.integers(0, 7, 3000)
+    scaled = ReliabilityDiagram.from_predictions(x, y, temperature=1.7, strategy=strategy)
+    direct = ReliabilityDiagram.from_predictions(apply_temperature(x, 1.7), y, strategy=strategy)
+    assert scaled.ece == direct.ece and scaled.accuracy == direct.accuracy
+    for field in ("edges", "count", "sum_conf", "sum_correct"):
+        assert np.array_equal(getattr(scaled.bins, field), getattr(direct.bins, field))
