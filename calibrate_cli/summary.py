@@ -77,6 +77,9 @@ class PredictionSummary:
                  opt-in classwise metrics (ACE, classwise RMS/KS); None unless one was asked for
     totals       with ``sums_only``: the sums of nll, brier and top5 (:class:`SampleTotals`), whose
                  per-sample arrays are then None
+
+    A summary made with ``top_label_only`` (by the C extension) holds the confidences and correctness
+    only: nll, brier, top5, classwise and totals are all None.
     """
 
     n: int
