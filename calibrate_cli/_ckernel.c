@@ -320,6 +320,173 @@ ceil_index(double x)
         (out) = b_;                                                \
     } while (0)
 
+/* ---------- the C library's exp, four values at a time ---------- */
+
+/* whether exact_exp4 may be used (the CPU has AVX2 and FMA, and the import's self-check passed) */
+static int exact_exp_ok = 0;
+
+/* exact_exp4: e^x of four values, equal bit for bit to the C library's exp(x) wherever that is within
+ * 0.529 ulp of e^x (glibc ≥ 2.28 is within 0.511; checked at import by exact_exp_selfcheck), or the
+ * lanes it cannot vouch for (*redo):
+ *
+ *   n = round(x·64/ln2), x = n·ln2/64 + r with r = r_hi + r_lo (Cody and Waite: ln2/64 in three parts,
+ *   the first with 36 bits so that n·HI and x − n·HI are exact; the second product's error by an FMA,
+ *   the difference by 2Sum), e^x = 2^⌊n/64⌋ · 2^((n mod 64)/64) · e^r with 2^(i/64) = T_HI + T_LO
+ *   (_exp_table.h, scripts/gen_exp_table.py) and e^r = 1 + r + w, w = r²(1/2 + r/6 + … + r⁴/720)
+ *   (|r| ≤ ln2/128 + ε: truncation < 2^-64). T·(1 + r + w)·(1 + r_lo) = hi + lo: T_HI·r split exactly
+ *   (FMA) and added to T_HI by Fast2Sum, the small terms added into lo, hi + lo renormalised
+ *   (Fast2Sum). Error of hi + lo: below 2^-63 relative, < 0.001 ulp of hi.
+ *
+ * If |lo| < 0.47 ulp(hi), e^x is within 0.471 ulp of hi: hi is e^x correctly rounded, and an exp within
+ * 0.529 ulp cannot return the other neighbour, so the C library returns hi. Every other lane (|lo| near
+ * half an ulp: ~6 % of values; hi = 1 or 2, where the ulp changes; x outside (−700, 700), NaN) is
+ * flagged in *redo, for the caller to take from the C library's exp. x = ±0 gives 1.0, as exp does. */
+#ifdef HAVE_AVX2
+#include "_exp_table.h"
+
+#define EXACT_EXP_MARGIN 0.47
+
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256d
+exact_exp4(__m256d x, int *redo)
+{
+    const __m256d shift = _mm256_set1_pd(0x1.8p52); /* x·64/ln2 + 1.5·2^52 holds round(x·64/ln2) */
+    const __m256d one = _mm256_set1_pd(1.0), two = _mm256_set1_pd(2.0);
+    const __m256d t = _mm256_fmadd_pd(x, _mm256_set1_pd(EXP_INV_LN2_64), shift);
+    const __m256d kd = _mm256_sub_pd(t, shift);
+    const __m256i ki = _mm256_sub_epi64(_mm256_castpd_si256(t), _mm256_set1_epi64x(0x4338000000000000LL));
+    const __m256i idx = _mm256_and_si256(ki, _mm256_set1_epi64x(63));   /* n mod 64 */
+    const __m256i scale = _mm256_slli_epi64(_mm256_sub_epi64(ki, idx), 46); /* ⌊n/64⌋ << 52 */
+    const __m256d r_hi = _mm256_fnmadd_pd(kd, _mm256_set1_pd(EXP_LN2_64_HI), x); /* exact */
+    const __m256d mid = _mm256_set1_pd(EXP_LN2_64_MID);
+    const __m256d p_h = _mm256_mul_pd(kd, mid);
+    const __m256d p_l = _mm256_fmsub_pd(kd, mid, p_h); /* kd·MID = p_h + p_l exactly */
+    const __m256d r = _mm256_sub_pd(r_hi, p_h);
+    const __m256d bb = _mm256_sub_pd(r, r_hi); /* 2Sum(r_hi, −p_h) */
+    const __m256d err = _mm256_sub_pd(_mm256_sub_pd(r_hi, _mm256_sub_pd(r, bb)), _mm256_add_pd(p_h, bb));
+    const __m256d r_lo = _mm256_fnmadd_pd(kd, _mm256_set1_pd(EXP_LN2_64_LO), _mm256_sub_pd(err, p_l));
+    __m256d w = _mm256_fmadd_pd(_mm256_set1_pd(1.0 / 720), r, _mm256_set1_pd(1.0 / 120));
+    w = _mm256_fmadd_pd(w, r, _mm256_set1_pd(1.0 / 24));
+    w = _mm256_fmadd_pd(w, r, _mm256_set1_pd(1.0 / 6));
+    w = _mm256_fmadd_pd(w, r, _mm256_set1_pd(0.5));
+    w = _mm256_mul_pd(w, _mm256_mul_pd(r, r)); /* e^r − 1 − r */
+    const __m128i idx_lo = _mm256_castsi256_si128(idx), idx_hi = _mm256_extracti128_si256(idx, 1);
+    const int64_t ii[4] = {_mm_cvtsi128_si64(idx_lo), _mm_extract_epi64(idx_lo, 1), _mm_cvtsi128_si64(idx_hi),
+                           _mm_extract_epi64(idx_hi, 1)};
+    const __m256d th = _mm256_set_pd(EXP_TAB_HI[ii[3]], EXP_TAB_HI[ii[2]], EXP_TAB_HI[ii[1]], EXP_TAB_HI[ii[0]]);
+    const __m256d tl = _mm256_set_pd(EXP_TAB_LO[ii[3]], EXP_TAB_LO[ii[2]], EXP_TAB_LO[ii[1]], EXP_TAB_LO[ii[0]]);
+    const __m256d ph = _mm256_mul_pd(th, r);
+    const __m256d pl = _mm256_fmsub_pd(th, r, ph);
+    __m256d hi = _mm256_add_pd(th, ph);
+    __m256d lo = _mm256_add_pd(_mm256_sub_pd(th, hi), ph); /* Fast2Sum: |T_HI| ≥ 1 > |ph| */
+    lo = _mm256_add_pd(lo, _mm256_add_pd(_mm256_fmadd_pd(th, _mm256_add_pd(w, r_lo), pl),
+                                         _mm256_fmadd_pd(tl, _mm256_add_pd(r, w), tl)));
+    const __m256d sum = _mm256_add_pd(hi, lo); /* renormalise: hi = RN(hi + lo) */
+    lo = _mm256_add_pd(_mm256_sub_pd(hi, sum), lo);
+    hi = sum;
+    /* hi ∈ (0.99, 2.02): its ulp is 2^-53, 2^-52 or 2^-51 */
+    const __m256d margin = _mm256_blendv_pd(
+        _mm256_set1_pd(EXACT_EXP_MARGIN * 0x1p-53),
+        _mm256_blendv_pd(_mm256_set1_pd(EXACT_EXP_MARGIN * 0x1p-52), _mm256_set1_pd(EXACT_EXP_MARGIN * 0x1p-51),
+                         _mm256_cmp_pd(hi, two, _CMP_GE_OQ)),
+        _mm256_cmp_pd(hi, one, _CMP_GE_OQ));
+    const __m256d abs_lo = _mm256_and_pd(lo, _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL)));
+    const __m256d safe = _mm256_and_pd(
+        _mm256_and_pd(_mm256_cmp_pd(abs_lo, margin, _CMP_LT_OQ),
+                      _mm256_and_pd(_mm256_cmp_pd(hi, one, _CMP_NEQ_OQ), _mm256_cmp_pd(hi, two, _CMP_NEQ_OQ))),
+        _mm256_and_pd(_mm256_cmp_pd(x, _mm256_set1_pd(-700.0), _CMP_GT_OQ),
+                      _mm256_cmp_pd(x, _mm256_set1_pd(700.0), _CMP_LT_OQ)));
+    const __m256d is_zero = _mm256_cmp_pd(x, _mm256_setzero_pd(), _CMP_EQ_OQ);
+    *redo = 15 & ~_mm256_movemask_pd(_mm256_or_pd(safe, is_zero));
+    const __m256d scaled = _mm256_castsi256_pd(_mm256_add_epi64(_mm256_castpd_si256(hi), scale));
+    return _mm256_blendv_pd(scaled, one, is_zero);
+}
+#endif
+
+#ifdef HAVE_AVX2
+/* A block of logit rows' exponentials: e_ij = exp(z_ij), z_ij = x_ij − max_j x_ij, the C library's
+ * exp bit for bit. (1) per row its maximum (and the first index of it), then z and exact_exp4 four
+ * classes at a time, each vector's lanes to redo kept as a 4-bit mask; (2) those lanes from the C
+ * library's exp. No call in the vector loop (its constants stay in registers), and the rows are read
+ * back after the block (no store forwarding of a wide store into narrow loads). Rows start..stop − 1 go
+ * to rows 0.. of the buffers (k_padded doubles a row; the padding lanes hold exp(−max), unused). */
+typedef struct {
+    Py_ssize_t k, k_padded, block_rows;
+    double *e, *z;         /* block_rows × k_padded */
+    unsigned char *masks;  /* block_rows × k_padded/4: the lanes exact_exp4 left to the C library */
+    Py_ssize_t *first_max; /* block_rows: each row's first index of its largest logit */
+    uint64_t *candidates;  /* block_rows: classes j < 64 whose e_j may be ≥ 1/2 (or were redone) */
+} ExpBlock;
+
+/* The buffers of an ExpBlock of rows of K classes (about 1024 doubles each), or 0 (no memory). */
+static int
+exp_block_alloc(ExpBlock *b, Py_ssize_t k)
+{
+    b->k = k;
+    b->k_padded = (k + 3) / 4 * 4;
+    b->block_rows = 1024 / b->k_padded > 1 ? 1024 / b->k_padded : 1;
+    const size_t cells = (size_t)b->block_rows * (size_t)b->k_padded, rows = (size_t)b->block_rows;
+    b->e = (double *)PyMem_RawMalloc(2 * cells * sizeof(double) + rows * (sizeof(Py_ssize_t) + sizeof(uint64_t))
+                                     + cells / 4 + 1);
+    if (b->e == NULL) {
+        return 0;
+    }
+    b->z = b->e + cells;
+    b->first_max = (Py_ssize_t *)(b->z + cells);
+    b->candidates = (uint64_t *)(b->first_max + rows);
+    b->masks = (unsigned char *)(b->candidates + rows);
+    return 1;
+}
+
+#define DEFINE_EXP_BLOCK(SUFFIX, T)                                                                     \
+    __attribute__((target("avx2,fma"))) static void exp_block_##SUFFIX(ExpBlock *b, const T *scores,   \
+                                                                      Py_ssize_t start, Py_ssize_t stop) \
+    {                                                                                                   \
+        const Py_ssize_t k = b->k, kp = b->k_padded, groups = b->k_padded / 4;                         \
+        for (Py_ssize_t i = start; i < stop; i++) {                                                     \
+            const T *row = scores + i * k;                                                              \
+            double mx = (double)row[0];                                                                 \
+            Py_ssize_t first = 0;                                                                       \
+            for (Py_ssize_t j = 1; j < k; j++) {                                                        \
+                double v = (double)row[j];                                                              \
+                first = v > mx ? j : first;                                                             \
+                mx = v > mx ? v : mx;                                                                   \
+            }                                                                                           \
+            const __m256d vmx = _mm256_set1_pd(mx), half = _mm256_set1_pd(0.5);                         \
+            double *e = b->e + (i - start) * kp, *z = b->z + (i - start) * kp;                          \
+            unsigned char *masks = b->masks + (i - start) * groups;                                     \
+            uint64_t candidates = groups > 16 ? ~(uint64_t)0 : 0;                                       \
+            for (Py_ssize_t g = 0; g < groups; g++) {                                                   \
+                const __m256d zv = _mm256_sub_pd(load4_##SUFFIX(row, 4 * g, k), vmx);                  \
+                int redo;                                                                               \
+                const __m256d ev = exact_exp4(zv, &redo);                                               \
+                _mm256_storeu_pd(e + 4 * g, ev);                                                        \
+                _mm256_storeu_pd(z + 4 * g, zv);                                                        \
+                masks[g] = (unsigned char)redo;                                                         \
+                if (g < 16) {                                                                           \
+                    const int big = _mm256_movemask_pd(_mm256_cmp_pd(ev, half, _CMP_GE_OQ));           \
+                    candidates |= (uint64_t)(big | redo) << (4 * g);                                    \
+                }                                                                                       \
+            }                                                                                           \
+            b->first_max[i - start] = first;                                                            \
+            b->candidates[i - start] = candidates;                                                      \
+        }                                                                                               \
+        for (Py_ssize_t i = start; i < stop; i++) {                                                     \
+            double *e = b->e + (i - start) * kp, *z = b->z + (i - start) * kp;                          \
+            const unsigned char *masks = b->masks + (i - start) * groups;                               \
+            for (Py_ssize_t g = 0; g < groups; g++) {                                                   \
+                for (unsigned redo = masks[g]; redo; redo &= redo - 1) {                                \
+                    const Py_ssize_t j = 4 * g + __builtin_ctz(redo);                                   \
+                    if (j < k) {                                                                        \
+                        e[j] = exp(z[j]);                                                               \
+                    }                                                                                   \
+                }                                                                                       \
+            }                                                                                           \
+        }                                                                                               \
+    }
+DEFINE_EXP_BLOCK(f32, float)
+DEFINE_EXP_BLOCK(f64, double)
+#endif
+
 /* ---------- fused_rows ---------- */
 
 typedef struct {
@@ -572,97 +739,19 @@ fail:
 
 /* ---------- top_label_rows: confidence and correctness only (ECE, MCE, the reliability diagram) ---------- */
 
-/* exact_exp4: e^x of four values, equal bit for bit to the C library's exp(x) wherever that is within
- * 0.529 ulp of e^x (glibc ≥ 2.28 is within 0.511; checked at import by exact_exp_selfcheck), or the
- * lanes it cannot vouch for (*redo):
- *
- *   n = round(x·64/ln2), x = n·ln2/64 + r with r = r_hi + r_lo (Cody and Waite: ln2/64 in three parts,
- *   the first with 36 bits so that n·HI and x − n·HI are exact; the second product's error by an FMA,
- *   the difference by 2Sum), e^x = 2^⌊n/64⌋ · 2^((n mod 64)/64) · e^r with 2^(i/64) = T_HI + T_LO
- *   (_exp_table.h, scripts/gen_exp_table.py) and e^r = 1 + r + w, w = r²(1/2 + r/6 + … + r⁴/720)
- *   (|r| ≤ ln2/128 + ε: truncation < 2^-64). T·(1 + r + w)·(1 + r_lo) = hi + lo: T_HI·r split exactly
- *   (FMA) and added to T_HI by Fast2Sum, the small terms added into lo, hi + lo renormalised
- *   (Fast2Sum). Error of hi + lo: below 2^-63 relative, < 0.001 ulp of hi.
- *
- * If |lo| < 0.47 ulp(hi), e^x is within 0.471 ulp of hi: hi is e^x correctly rounded, and an exp within
- * 0.529 ulp cannot return the other neighbour, so the C library returns hi. Every other lane (|lo| near
- * half an ulp: ~6 % of values; hi = 1 or 2, where the ulp changes; x outside (−700, 700), NaN) is
- * flagged in *redo, for the caller to take from the C library's exp. x = ±0 gives 1.0, as exp does. */
-#ifdef HAVE_AVX2
-#include "_exp_table.h"
 
-#define EXACT_EXP_MARGIN 0.47
-
-__attribute__((target("avx2,fma"), always_inline)) static inline __m256d
-exact_exp4(__m256d x, int *redo)
-{
-    const __m256d shift = _mm256_set1_pd(0x1.8p52); /* x·64/ln2 + 1.5·2^52 holds round(x·64/ln2) */
-    const __m256d one = _mm256_set1_pd(1.0), two = _mm256_set1_pd(2.0);
-    const __m256d t = _mm256_fmadd_pd(x, _mm256_set1_pd(EXP_INV_LN2_64), shift);
-    const __m256d kd = _mm256_sub_pd(t, shift);
-    const __m256i ki = _mm256_sub_epi64(_mm256_castpd_si256(t), _mm256_set1_epi64x(0x4338000000000000LL));
-    const __m256i idx = _mm256_and_si256(ki, _mm256_set1_epi64x(63));   /* n mod 64 */
-    const __m256i scale = _mm256_slli_epi64(_mm256_sub_epi64(ki, idx), 46); /* ⌊n/64⌋ << 52 */
-    const __m256d r_hi = _mm256_fnmadd_pd(kd, _mm256_set1_pd(EXP_LN2_64_HI), x); /* exact */
-    const __m256d mid = _mm256_set1_pd(EXP_LN2_64_MID);
-    const __m256d p_h = _mm256_mul_pd(kd, mid);
-    const __m256d p_l = _mm256_fmsub_pd(kd, mid, p_h); /* kd·MID = p_h + p_l exactly */
-    const __m256d r = _mm256_sub_pd(r_hi, p_h);
-    const __m256d bb = _mm256_sub_pd(r, r_hi); /* 2Sum(r_hi, −p_h) */
-    const __m256d err = _mm256_sub_pd(_mm256_sub_pd(r_hi, _mm256_sub_pd(r, bb)), _mm256_add_pd(p_h, bb));
-    const __m256d r_lo = _mm256_fnmadd_pd(kd, _mm256_set1_pd(EXP_LN2_64_LO), _mm256_sub_pd(err, p_l));
-    __m256d w = _mm256_fmadd_pd(_mm256_set1_pd(1.0 / 720), r, _mm256_set1_pd(1.0 / 120));
-    w = _mm256_fmadd_pd(w, r, _mm256_set1_pd(1.0 / 24));
-    w = _mm256_fmadd_pd(w, r, _mm256_set1_pd(1.0 / 6));
-    w = _mm256_fmadd_pd(w, r, _mm256_set1_pd(0.5));
-    w = _mm256_mul_pd(w, _mm256_mul_pd(r, r)); /* e^r − 1 − r */
-    const __m128i idx_lo = _mm256_castsi256_si128(idx), idx_hi = _mm256_extracti128_si256(idx, 1);
-    const int64_t ii[4] = {_mm_cvtsi128_si64(idx_lo), _mm_extract_epi64(idx_lo, 1), _mm_cvtsi128_si64(idx_hi),
-                           _mm_extract_epi64(idx_hi, 1)};
-    const __m256d th = _mm256_set_pd(EXP_TAB_HI[ii[3]], EXP_TAB_HI[ii[2]], EXP_TAB_HI[ii[1]], EXP_TAB_HI[ii[0]]);
-    const __m256d tl = _mm256_set_pd(EXP_TAB_LO[ii[3]], EXP_TAB_LO[ii[2]], EXP_TAB_LO[ii[1]], EXP_TAB_LO[ii[0]]);
-    const __m256d ph = _mm256_mul_pd(th, r);
-    const __m256d pl = _mm256_fmsub_pd(th, r, ph);
-    __m256d hi = _mm256_add_pd(th, ph);
-    __m256d lo = _mm256_add_pd(_mm256_sub_pd(th, hi), ph); /* Fast2Sum: |T_HI| ≥ 1 > |ph| */
-    lo = _mm256_add_pd(lo, _mm256_add_pd(_mm256_fmadd_pd(th, _mm256_add_pd(w, r_lo), pl),
-                                         _mm256_fmadd_pd(tl, _mm256_add_pd(r, w), tl)));
-    const __m256d sum = _mm256_add_pd(hi, lo); /* renormalise: hi = RN(hi + lo) */
-    lo = _mm256_add_pd(_mm256_sub_pd(hi, sum), lo);
-    hi = sum;
-    /* hi ∈ (0.99, 2.02): its ulp is 2^-53, 2^-52 or 2^-51 */
-    const __m256d margin = _mm256_blendv_pd(
-        _mm256_set1_pd(EXACT_EXP_MARGIN * 0x1p-53),
-        _mm256_blendv_pd(_mm256_set1_pd(EXACT_EXP_MARGIN * 0x1p-52), _mm256_set1_pd(EXACT_EXP_MARGIN * 0x1p-51),
-                         _mm256_cmp_pd(hi, two, _CMP_GE_OQ)),
-        _mm256_cmp_pd(hi, one, _CMP_GE_OQ));
-    const __m256d abs_lo = _mm256_and_pd(lo, _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL)));
-    const __m256d safe = _mm256_and_pd(
-        _mm256_and_pd(_mm256_cmp_pd(abs_lo, margin, _CMP_LT_OQ),
-                      _mm256_and_pd(_mm256_cmp_pd(hi, one, _CMP_NEQ_OQ), _mm256_cmp_pd(hi, two, _CMP_NEQ_OQ))),
-        _mm256_and_pd(_mm256_cmp_pd(x, _mm256_set1_pd(-700.0), _CMP_GT_OQ),
-                      _mm256_cmp_pd(x, _mm256_set1_pd(700.0), _CMP_LT_OQ)));
-    const __m256d is_zero = _mm256_cmp_pd(x, _mm256_setzero_pd(), _CMP_EQ_OQ);
-    *redo = 15 & ~_mm256_movemask_pd(_mm256_or_pd(safe, is_zero));
-    const __m256d scaled = _mm256_castsi256_pd(_mm256_add_epi64(_mm256_castpd_si256(hi), scale));
-    return _mm256_blendv_pd(scaled, one, is_zero);
-}
-#endif
-
-/* whether top_label_rows may use exact_exp4 (the CPU has AVX2 and FMA, and the self-check passed) */
-static int exact_exp_ok = 0;
 
 typedef struct {
-    Py_ssize_t rows, k, k_padded, block_rows;
+    Py_ssize_t rows, k;
     int is_logits;
     const int64_t *labels;
     double *conf;
     unsigned char *correct;
-    double *e, *z;        /* block_rows × k_padded: the exponentials and their arguments */
-    unsigned char *masks; /* block_rows × k_padded/4: the lanes exact_exp4 left to the C library */
-    Py_ssize_t *first_max; /* block_rows: each row's first index of its largest logit */
-    uint64_t *candidates;  /* block_rows: classes j < 64 whose e_j may be ≥ 1/2 (or left to the C library) */
+    double *e;            /* the scalar loop's row of exponentials (K) */
     Py_ssize_t bad_row;   /* first row whose label is out of range, or −1 */
+#ifdef HAVE_AVX2
+    ExpBlock block;       /* the vector loop's blocks */
+#endif
 } TopLabel;
 
 /* One row's confidence and correctness from its exponentials e (= exp(z − max z), the C library's) or,
@@ -739,52 +828,17 @@ DEFINE_TOP_LABEL_SCALAR(top_label_scalar_f64, double)
  * C library's exp; (3) per row the confidence and correctness. No call in the vector loop (its
  * constants stay in registers), and the buffers are read back a block later (no store forwarding of a
  * wide store into narrow loads). The same numbers as the scalar loop, bit for bit. */
+
+/* Logits in blocks of rows (exp_block), then per row the confidence and correctness: the same
+ * numbers as the scalar loop, bit for bit. */
 #define DEFINE_TOP_LABEL_AVX2(SUFFIX, T)                                                                \
-    __attribute__((target("avx2,fma"))) static void top_label_avx2_##SUFFIX(TopLabel *t, const T *scores) \
+    static void top_label_avx2_##SUFFIX(TopLabel *t, const T *scores)                                   \
     {                                                                                                   \
-        const Py_ssize_t k = t->k, kp = t->k_padded, groups = t->k_padded / 4;                         \
-        for (Py_ssize_t start = 0; start < t->rows; start += t->block_rows) {                          \
-            const Py_ssize_t stop = start + t->block_rows < t->rows ? start + t->block_rows : t->rows; \
-            for (Py_ssize_t i = start; i < stop; i++) {                                                 \
-                const T *row = scores + i * k;                                                          \
-                double mx = (double)row[0];                                                             \
-                Py_ssize_t first = 0;                                                                   \
-                for (Py_ssize_t j = 1; j < k; j++) {                                                    \
-                    double v = (double)row[j];                                                          \
-                    first = v > mx ? j : first;                                                         \
-                    mx = v > mx ? v : mx;                                                               \
-                }                                                                                       \
-                const __m256d vmx = _mm256_set1_pd(mx), half = _mm256_set1_pd(0.5);                     \
-                double *e = t->e + (i - start) * kp, *z = t->z + (i - start) * kp;                      \
-                unsigned char *masks = t->masks + (i - start) * groups;                                 \
-                uint64_t candidates = groups > 16 ? ~(uint64_t)0 : 0;                                   \
-                for (Py_ssize_t g = 0; g < groups; g++) {                                               \
-                    const __m256d zv = _mm256_sub_pd(load4_##SUFFIX(row, 4 * g, k), vmx);              \
-                    int redo;                                                                           \
-                    const __m256d ev = exact_exp4(zv, &redo);                                           \
-                    _mm256_storeu_pd(e + 4 * g, ev);                                                    \
-                    _mm256_storeu_pd(z + 4 * g, zv);                                                    \
-                    masks[g] = (unsigned char)redo;                                                     \
-                    if (g < 16) {                                                                       \
-                        const int big = _mm256_movemask_pd(_mm256_cmp_pd(ev, half, _CMP_GE_OQ));       \
-                        candidates |= (uint64_t)(big | redo) << (4 * g);                                \
-                    }                                                                                   \
-                }                                                                                       \
-                t->first_max[i - start] = first;                                                        \
-                t->candidates[i - start] = candidates;                                                  \
-            }                                                                                           \
-            for (Py_ssize_t i = start; i < stop; i++) {                                                 \
-                double *e = t->e + (i - start) * kp, *z = t->z + (i - start) * kp;                      \
-                const unsigned char *masks = t->masks + (i - start) * groups;                           \
-                for (Py_ssize_t g = 0; g < groups; g++) {                                               \
-                    for (unsigned redo = masks[g]; redo; redo &= redo - 1) {                            \
-                        const Py_ssize_t j = 4 * g + __builtin_ctz(redo);                               \
-                        if (j < k) {                                                                    \
-                            e[j] = exp(z[j]);                                                           \
-                        }                                                                               \
-                    }                                                                                   \
-                }                                                                                       \
-            }                                                                                           \
+        const Py_ssize_t k = t->k;                                                                      \
+        ExpBlock *b = &t->block;                                                                        \
+        for (Py_ssize_t start = 0; start < t->rows; start += b->block_rows) {                          \
+            const Py_ssize_t stop = start + b->block_rows < t->rows ? start + b->block_rows : t->rows; \
+            exp_block_##SUFFIX(b, scores, start, stop);                                                 \
             for (Py_ssize_t i = start; i < stop; i++) {                                                 \
                 const int64_t y = t->labels[i];                                                         \
                 if (y < 0 || y >= k) {                                                                  \
@@ -794,11 +848,11 @@ DEFINE_TOP_LABEL_SCALAR(top_label_scalar_f64, double)
                 /* top_label_of_row's first j with e_j ≥ 1/2 and e_j/Σe == conf: the row's first     \
                  * largest logit (e = 1), unless a class before it may have e_j ≥ 1/2 (rare: then the   \
                  * check, with its division, for those classes only) */                               \
-                const double *e = t->e + (i - start) * kp;                                              \
+                const double *e = b->e + (i - start) * b->k_padded;                                     \
                 const double total = pairwise_sum(e, k), conf = 1.0 / total;                            \
-                const Py_ssize_t first = t->first_max[i - start];                                       \
-                uint64_t before = first < 64 ? t->candidates[i - start] & (((uint64_t)1 << first) - 1)  \
-                                             : t->candidates[i - start];                                \
+                const Py_ssize_t first = b->first_max[i - start];                                       \
+                uint64_t before = first < 64 ? b->candidates[i - start] & (((uint64_t)1 << first) - 1)  \
+                                             : b->candidates[i - start];                                \
                 Py_ssize_t best = first;                                                                \
                 if (before) {                                                                           \
                     for (Py_ssize_t j = 0; j < first; j++) {                                            \
@@ -941,23 +995,23 @@ py_top_label_rows(PyObject *self, PyObject *args)
     if (!check_len(b_correct, "correct", 0, rows)) goto fail;
     const int use_vector = vector && is_logits && exact_exp_ok;
     TopLabel t = {
-        .rows = rows, .k = k, .k_padded = (k + 3) / 4 * 4, .is_logits = is_logits,
+        .rows = rows, .k = k, .is_logits = is_logits,
         .labels = (const int64_t *)b_labels->buf, .conf = (double *)b_conf->buf,
         .correct = (unsigned char *)b_correct->buf, .bad_row = -1,
     };
-    t.block_rows = use_vector ? (1024 / t.k_padded > 1 ? 1024 / t.k_padded : 1) : 1;
-    const size_t cells = (size_t)t.block_rows * (size_t)t.k_padded;
-    const size_t rows_in_block = (size_t)t.block_rows;
-    t.e = (double *)PyMem_RawMalloc(2 * cells * sizeof(double) + rows_in_block * (sizeof(Py_ssize_t) + sizeof(uint64_t))
-                                    + cells / 4 + 1);
+    t.e = (double *)PyMem_RawMalloc((size_t)k * sizeof(double));
     if (t.e == NULL) {
         PyErr_NoMemory();
         goto fail;
     }
-    t.z = t.e + cells;
-    t.first_max = (Py_ssize_t *)(t.z + cells);
-    t.candidates = (uint64_t *)(t.first_max + rows_in_block);
-    t.masks = (unsigned char *)(t.candidates + rows_in_block);
+#ifdef HAVE_AVX2
+    t.block.e = NULL;
+    if (use_vector && !exp_block_alloc(&t.block, k)) {
+        PyMem_RawFree(t.e);
+        PyErr_NoMemory();
+        goto fail;
+    }
+#endif
     Py_BEGIN_ALLOW_THREADS
 #ifdef HAVE_AVX2
     if (use_vector && kind_scores == K_F32) {
@@ -976,6 +1030,9 @@ py_top_label_rows(PyObject *self, PyObject *args)
     }
     Py_END_ALLOW_THREADS
     PyMem_RawFree(t.e);
+#ifdef HAVE_AVX2
+    PyMem_RawFree(t.block.e);
+#endif
     if (t.bad_row >= 0) {
         set_bad_label(t.bad_row, t.labels[t.bad_row], k);
         goto fail;
