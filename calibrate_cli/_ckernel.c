@@ -634,6 +634,22 @@ fail:
     return 0;
 }
 
+/* x and out of an elementwise test hook: float64 (n,) each, out writable. Returns 0 with an exception set
+ * (the caller releases v). */
+static int
+take_x_out(Views *v, PyObject *o_x, PyObject *o_out, Py_buffer **x, Py_buffer **out)
+{
+    int kind;
+    *x = views_next(v);
+    TAKE(*v, o_x, "x", 1, KINDS_F64, 0, kind);
+    *out = views_next(v);
+    TAKE(*v, o_out, "out", 1, KINDS_F64, 1, kind);
+    if (!check_len(*out, "out", 0, (*x)->shape[0])) goto fail;
+    return 1;
+fail:
+    return 0;
+}
+
 PyDoc_STRVAR(fused_rows_doc,
 "fused_rows(scores, labels, is_logits, m, edges, want_top5, classwise, conf, correct, nll, brier, top5, count, sum_p, sum_y)\n"
 "--\n\n"
@@ -933,12 +949,8 @@ py_exp_exact(PyObject *self, PyObject *args)
         return NULL;
     }
     Views v = {.n = 0};
-    int kind;
-    Py_buffer *b_x = views_next(&v);
-    TAKE(v, o_x, "x", 1, KINDS_F64, 0, kind);
-    Py_buffer *b_out = views_next(&v);
-    TAKE(v, o_out, "out", 1, KINDS_F64, 1, kind);
-    if (!check_len(b_out, "out", 0, b_x->shape[0])) goto fail;
+    Py_buffer *b_x, *b_out;
+    if (!take_x_out(&v, o_x, o_out, &b_x, &b_out)) goto fail;
     const double *x = (const double *)b_x->buf;
     double *out = (double *)b_out->buf;
     const Py_ssize_t n = b_x->shape[0];
@@ -1436,12 +1448,8 @@ py_exp_poly(PyObject *self, PyObject *args)
         return NULL;
     }
     Views v = {.n = 0};
-    int kind;
-    Py_buffer *b_x = views_next(&v);
-    TAKE(v, o_x, "x", 1, KINDS_F64, 0, kind);
-    Py_buffer *b_out = views_next(&v);
-    TAKE(v, o_out, "out", 1, KINDS_F64, 1, kind);
-    if (!check_len(b_out, "out", 0, b_x->shape[0])) goto fail;
+    Py_buffer *b_x, *b_out;
+    if (!take_x_out(&v, o_x, o_out, &b_x, &b_out)) goto fail;
     const int used = vector && avx2_ok;
     Py_BEGIN_ALLOW_THREADS
 #ifdef HAVE_AVX2

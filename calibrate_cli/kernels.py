@@ -45,7 +45,7 @@ from .errors import InputError
 from .probabilities import softmax_and_log_normalizer
 
 __all__ = ["ENGINES", "ENGINE_ENV", "HAVE_CKERNEL", "HAVE_NUMBA", "default_engine", "numba_engine", "chunk_statistics",
-           "fused_available", "top_label_chunk"]
+           "fused_available", "top_label_chunk", "top_label_runs"]
 
 ENGINES = ("numpy", "fused")
 #: environment variable that chooses the engine (``numpy`` or ``fused``)
@@ -232,16 +232,19 @@ def chunk_statistics(scores, labels, edges, *, engine: str, is_logits: bool, com
                        classwise=classwise, lowest_closed=lowest_closed, work_dtype=work_dtype)
 
 
+def top_label_runs(dtype) -> bool:
+    """Whether :func:`top_label_chunk` runs on scores of ``dtype``: the C extension is built and they
+    are float32 or float64."""
+    return _ckernel is not None and np.dtype(dtype) in _FUSED_DTYPES
+
+
 def top_label_chunk(scores, labels, *, is_logits: bool):
-    """(conf, correct) of one chunk by the C extension's ``top_label_rows``, or None where it does not
-    run (no C extension, scores neither float32 nor float64): the confidence and correctness
-    :func:`chunk_statistics` gives, bit for bit, without the NLL, Brier, top-5 or classwise work, for
-    the metrics that read the top label only (ECE, MCE, RMS-CE, accuracy, ...). For logits the
-    exponentials are the C library's, four at a time where the CPU has AVX2 and FMA
-    (calibrate_cli/_ckernel.c, ``exact_exp4``: bit-identical where the C library's exp is within
-    0.529 ulp, which the extension checks when it loads)."""
-    if _ckernel is None or scores.dtype not in _FUSED_DTYPES:
-        return None
+    """(conf, correct) of one chunk by the C extension's ``top_label_rows`` (where
+    :func:`top_label_runs`): the confidence and correctness :func:`chunk_statistics` gives, bit for
+    bit, without the NLL, Brier, top-5 or classwise work, for the metrics that read the top label only
+    (ECE, MCE, RMS-CE, accuracy, ...). For logits the exponentials are the C library's, four at a time
+    where the CPU has AVX2 and FMA (calibrate_cli/_ckernel.c, ``exact_exp4``: bit-identical where the C
+    library's exp is within 0.529 ulp, which the extension checks when it loads)."""
     scores = np.ascontiguousarray(scores)
     conf = np.empty(scores.shape[0], dtype=np.float64)
     correct = np.empty(scores.shape[0], dtype=bool)

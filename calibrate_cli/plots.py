@@ -41,9 +41,10 @@ from .binning import BinStats, bin_statistics, uniform_edges
 from .errors import InputError
 from .io import atomic_write, check_output_path
 from .metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins, metrics_from_summary
-from .predictions import InputKind, as_predictions, check_scaled_range
+from .predictions import InputKind, as_predictions
 from .probabilities import to_probabilities
 from .summary import summarize
+from .calibrators.temperature import TemperatureScaling
 from .temperature import apply_temperature, check_temperature
 
 __all__ = [
@@ -237,8 +238,8 @@ class ReliabilityDiagram:
             if predictions.input_kind != "logits":
                 raise InputError("a temperature scales logits; the scores are probabilities", remedy="logits")
             temperature = check_temperature(temperature)
-            check_scaled_range(predictions.scores, temperature, scores_name=scores_name)
-            predictions = predictions.divided(temperature)  # logits / T as each chunk is read
+            # logits / T as each chunk is read (no (N, K) float64 array)
+            predictions = TemperatureScaling(temperature).apply_as_read(predictions, scores_name=scores_name)
         # the diagram reads the top label only: no NLL, Brier, top-5 or classwise work
         summary = summarize(predictions, n_bins=n_bins, classwise=False, device=device, top_label_only=True)
         if strategy == "uniform":

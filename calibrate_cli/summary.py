@@ -22,7 +22,7 @@ import numpy as np
 
 from .binning import BinStats, SparseBinStats, assign_bins, torch_linspace_edges, uniform_edges
 from .errors import InputError
-from .kernels import HAVE_CKERNEL, check_engine, chunk_statistics, top_label_chunk
+from .kernels import check_engine, chunk_statistics, top_label_chunk, top_label_runs
 from .pages import release_rows
 from .parallel import cpu_threads, map_chunks
 from . import predictions as _predictions
@@ -242,8 +242,8 @@ def summarize(
     ops = _device_ops(device)
     n, k = predictions.n, predictions.k
     engine = check_engine(engine, n * k)
-    top_label_only = (top_label_only and ops is None and compat is None and engine == "fused" and HAVE_CKERNEL
-                      and predictions.scores.dtype in (np.float32, np.float64))
+    top_label_only = (top_label_only and ops is None and compat is None and engine == "fused"
+                      and top_label_runs(predictions.scores.dtype))
     if top_label_only:
         classwise, sums_only = False, False
     labels = predictions.labels

@@ -309,3 +309,26 @@ def test_adding_the_walkthrough_calibrator_is_the_whole_change(tmp_path):
     assert "use --search grid, or drop --objective" in r["bad"]["err"]  # the CLI's hint
     assert r["loaded"] == ["histogram", 4]
     assert r["by_name"]["histogram"] == saved["calibration"]["histogram"]
+
+
+def test_apply_as_read_is_temperature_scaling_of_logits_only():
+    """Only temperature scaling has a view computed as read: None for the other maps, for probabilities
+    and for another K than the fitted one (apply then converts, or names the problem); a T at which
+    the logits overflow is refused with apply's error."""
+    from calibrate_cli.calibrators import TemperatureScaling, VectorScaling
+    from calibrate_cli.errors import InputError
+    from calibrate_cli.predictions import as_predictions
+
+    rng = np.random.default_rng(2)
+    x, y = rng.normal(size=(200, 3)) * 2, rng.integers(0, 3, 200)
+    logits = as_predictions(x, y, "logits")
+    scaler = TemperatureScaling(2.0)
+    view = scaler.apply_as_read(logits)
+    assert np.array_equal(np.asarray(view.scores), x / 2.0)  # the same division per value, by hand
+    probs = as_predictions(np.full((4, 3), 1 / 3), np.zeros(4, dtype=int), "probs")
+    assert scaler.apply_as_read(probs) is None
+    fitted = TemperatureScaling(search="nll").fit(x, y)
+    assert fitted.apply_as_read(as_predictions(rng.normal(size=(5, 4)), np.zeros(5, dtype=int), "logits")) is None
+    assert VectorScaling().fit(x, y).apply_as_read(logits) is None
+    with pytest.raises(InputError, match="overflow"):
+        TemperatureScaling(1e-310).apply_as_read(as_predictions(np.full((2, 2), 1e10), np.zeros(2, dtype=int), "logits"))

@@ -683,6 +683,16 @@ def _c_exp(v: float) -> float:
         return math.inf
 
 
+def _numpy_top_label(scores, labels, is_logits):
+    """Independent float64: p = e/Σe with the C library's exp (math.exp, whatever numpy's own SIMD exp)
+    and numpy's row sums, conf = max p, correct = [first argmax = y]."""
+    p = np.asarray(scores, dtype=np.float64)
+    if is_logits:
+        e = np.frompyfunc(math.exp, 1, 1)(p - p.max(axis=1, keepdims=True)).astype(np.float64)
+        p = e / e.sum(axis=1, keepdims=True)
+    return p.max(axis=1), p.argmax(axis=1) == labels
+
+
 def _fused_top_label(scores, labels, is_logits):
     n, k = scores.shape
     conf, correct = np.empty(n), np.empty(n, dtype=bool)
@@ -695,8 +705,9 @@ def _fused_top_label(scores, labels, is_logits):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("k", [1, 2, 3, 4, 5, 7, 8, 9, 10, 13, 100, 130])
 def test_top_label_rows_equal_fused_rows_bit_for_bit(dtype, k):
-    """The confidence and correctness of fused_rows (every class's p = e/Σe, first argmax), from conf = 1/Σe
-    and the first e_j/Σe == conf: equal for logits (vector and scalar loops) and probabilities, with tied
+    """The confidence and correctness of a plain float64 softmax (every class's p = e/Σe, first argmax), and
+    of fused_rows, from conf = 1/Σe and the first e_j/Σe == conf: equal for logits (vector and scalar
+    loops) and probabilities, with tied
     maxima, a second logit a hair below the maximum (its e rounds to 1), and huge gaps."""
     rng = np.random.default_rng(k)
     n = 3000
@@ -713,7 +724,9 @@ def test_top_label_rows_equal_fused_rows_bit_for_bit(dtype, k):
         if scores is None:
             e = np.exp(z.astype(np.float64) - z.max(axis=1, keepdims=True))
             scores = (e / e.sum(axis=1, keepdims=True)).astype(dtype)
-        want_conf, want_correct = _fused_top_label(scores, y, is_logits)
+        want_conf, want_correct = _numpy_top_label(scores, y, is_logits)
+        fused_conf, fused_correct = _fused_top_label(scores, y, is_logits)
+        assert np.array_equal(_bits(fused_conf), _bits(want_conf)) and np.array_equal(fused_correct, want_correct)
         for vector in (True, False):
             conf, correct = np.empty(n), np.empty(n, dtype=bool)
             ck.top_label_rows(scores, y, is_logits, conf, correct, vector)

@@ -25,7 +25,7 @@ from typing import Any, Callable, ClassVar, NamedTuple
 import numpy as np
 
 from ..errors import InputError
-from ..predictions import InputKind, _check_scores, as_predictions, row_chunks
+from ..predictions import InputKind, Predictions, _check_scores, as_predictions, row_chunks
 from ..probabilities import softmax
 
 __all__ = ["Calibrator", "FitData", "FitInfo", "OBJECTIVES", "Search", "probabilities_to_logits"]
@@ -316,6 +316,13 @@ class Calibrator(ABC):
         if input_kind == "probs":
             return softmax(self.transform(probabilities_to_logits(scores), scores_name=scores_name))
         return self.transform(scores, scores_name=scores_name)
+
+    def apply_as_read(self, predictions: Predictions, *, scores_name: str = "scores") -> Predictions | None:
+        """The calibrated samples as validated :class:`~calibrate_cli.predictions.Predictions` whose
+        scores are computed a row chunk at a time as a pass reads them (no (N, K) array is written),
+        equal bit for bit to ``with_scores(apply(scores))``; or None where this map has no such view
+        (then :meth:`apply`). The base class has none."""
+        return None
 
     # -- saving -------------------------------------------------------------------------------------
     @property

@@ -37,7 +37,7 @@ from ..kernels import default_engine as nll_engine  # the NLL pass is in the C e
 from ..kernels import numba_engine as default_engine  # the grid kernels are numba's: its threshold
 from ..metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins
 from ..parallel import map_chunks
-from ..predictions import InputKind, check_nll_range, check_scaled_range, row_chunks
+from ..predictions import InputKind, Predictions, check_nll_range, check_scaled_range, row_chunks
 from ..summary import _device_ops, check_compat
 from .base import OBJECTIVES, Calibrator, FitData, FitInfo, Progress, Search, json_number
 
@@ -546,6 +546,16 @@ class TemperatureScaling(Calibrator):
         # float32 logits are widened and divided in one pass (apply_temperature), not copied first
         logits = self._checked(logits, scores_name, widen=False)
         return apply_temperature(logits, self.temperature_, scores_name=scores_name)
+
+    def apply_as_read(self, predictions: Predictions, *, scores_name: str = "scores") -> Predictions | None:
+        """Logits / T divided as each chunk is read (:meth:`Predictions.divided
+        <calibrate_cli.predictions.Predictions.divided>`: the same float64 division per value as
+        :func:`apply_temperature`), after the same overflow check; None for probabilities or another K
+        than the fitted one (:meth:`apply` then converts, or says what is wrong)."""
+        if predictions.input_kind != "logits" or not self.is_fitted or self.k not in (None, predictions.k):
+            return None
+        check_scaled_range(predictions.scores, self.temperature_, scores_name=scores_name)
+        return predictions.divided(self.temperature_)
 
     # -- saving ---------------------------------------------------------------------------------------
     def get_params(self) -> float | None:

@@ -10,8 +10,7 @@ from ..errors import InputError
 from ..evaluate import conventions, evaluate
 from ..io import write_array
 from ..metrics import METRIC_NAMES
-from ..calibrators.temperature import TemperatureScaling
-from ..predictions import as_predictions, check_scaled_range
+from ..predictions import as_predictions
 from ..temperature import DEFAULT_GRID, OBJECTIVES, SEARCHES, fit_temperature, parse_grid
 from . import render
 from .hints import cli_text
@@ -53,33 +52,23 @@ def _load_set(scores: str, labels: str, input_kind: str):
     return score_array, predictions
 
 
-def _plain_temperature(fit, score_array, predictions, input_kind) -> float | None:
-    """T when ``fit`` is temperature scaling of (N, K) logits held as they were given, else None."""
-    calibrator = getattr(fit, "calibrator", fit)
-    if not isinstance(calibrator, TemperatureScaling) or input_kind != "logits" or calibrator.temperature is None:
-        return None
-    if score_array.ndim != 2 or predictions.scores.shape != score_array.shape:
-        return None
-    return calibrator.temperature
-
-
 def _before_after(fit, score_array, predictions, input_kind, n_bins, compat, name, keep_scores=True, **bootstrap):
     """The set's reports before and after calibration, and its calibrated scores (None unless
-    ``keep_scores``: temperature-scaled logits are then evaluated as they are read). The set was validated
+    ``keep_scores``; without it, a calibrator with :meth:`~calibrate_cli.calibrators.Calibrator.apply_as_read`
+    is evaluated as its scores are read). The set was validated
     when loaded; only the calibrated scores are checked (they are new). A method whose output is
     probabilities (``calibrator.result_kind``) is evaluated as probabilities. ``bootstrap``: the
     keywords of :func:`~calibrate_cli.evaluate.evaluate` for intervals (``bootstrap=B``, …)."""
     kwargs = dict(input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=name, **bootstrap)
     before = evaluate(predictions, None, **kwargs)
-    temperature = _plain_temperature(fit, score_array, predictions, input_kind)
-    resampled = any(value for key, value in bootstrap.items() if key != "device")  # intervals, extra metrics
-    if temperature is not None and not resampled and not keep_scores:
-        # logits / T evaluated chunk by chunk as they are read: the same numbers as evaluating the
-        # divided array, without writing (and checking) an (N, K) float64 copy of the set
-        check_scaled_range(predictions.scores, temperature, scores_name=name)
-        return before, evaluate(predictions.divided(temperature), None, **kwargs), None
-    after_scores = fit.apply(score_array, input_kind, scores_name=name)
     calibrator = getattr(fit, "calibrator", fit)
+    resampled = any(value for key, value in bootstrap.items() if key != "device")  # intervals, extra metrics
+    as_read = None if resampled or keep_scores else calibrator.apply_as_read(predictions, scores_name=name)
+    if as_read is not None:
+        # calibrated chunk by chunk as they are read (temperature scaling): the same numbers as
+        # evaluating the calibrated array, without writing (and checking) an (N, K) float64 copy
+        return before, evaluate(as_read, None, **kwargs), None
+    after_scores = fit.apply(score_array, input_kind, scores_name=name)
     after_kind = calibrator.result_kind(input_kind)
     if after_kind == input_kind:
         after_predictions = predictions.with_scores(after_scores, scores_name=name)

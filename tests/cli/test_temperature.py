@@ -390,6 +390,22 @@ def test_after_is_evaluated_as_read_and_equals_the_divided_array(dtype, search, 
     assert kept_after.metrics == after.metrics and kept_before.metrics == before.metrics
 
 
+def test_binary_log_odds_are_evaluated_as_read_too():
+    """A 1-D vector of log-odds becomes the columns [0, s]; divided as read they are [0, s/T]: the same
+    report, bit for bit, as the calibrated vector evaluated (and the same 0.0 in the first column)."""
+    from calibrate_cli.cli.temperature import _before_after
+    from calibrate_cli.predictions import as_predictions
+
+    rng = np.random.default_rng(8)
+    y = rng.integers(0, 2, 700)
+    s = (rng.normal(size=700) * 3 + (2 * y - 1)).astype(np.float32)
+    predictions = as_predictions(s, y, "logits")
+    fit = fit_temperature(predictions, None, search="nll")
+    _, after, none = _before_after(fit, s, predictions, "logits", 15, None, "s.npy", keep_scores=False)
+    assert none is None
+    assert after.metrics == evaluate(apply_temperature(s, fit.temperature), y).metrics
+
+
 def test_scaled_rows_read_the_rows_of_the_divided_array():
     from calibrate_cli.predictions import ScaledRows
 
