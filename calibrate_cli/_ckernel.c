@@ -470,6 +470,7 @@ exp_block_alloc(ExpBlock *b, Py_ssize_t k)
             b->first_max[i - start] = first;                                                            \
             b->candidates[i - start] = candidates;                                                      \
         }                                                                                               \
+        _mm256_zeroupper(); /* the C library's exp is SSE code: calls with dirty upper halves are slow */ \
         for (Py_ssize_t i = start; i < stop; i++) {                                                     \
             double *e = b->e + (i - start) * kp, *z = b->z + (i - start) * kp;                          \
             const unsigned char *masks = b->masks + (i - start) * groups;                               \
@@ -601,6 +602,157 @@ typedef struct {
 DEFINE_FUSED_ROWS(fused_rows_f32, float)
 DEFINE_FUSED_ROWS(fused_rows_f64, double)
 
+#ifdef HAVE_AVX2
+/* fused_rows for logits in blocks of rows, the same numbers bit for bit, four classes at a time:
+ *
+ * - exp_block: each row's maximum, z = x − max and e = exp(z) (the C library's, exact_exp4);
+ * - per row: Σe (pairwise_sum), conf = 1/Σe and the predicted class as top_label_rows finds them
+ *   (p = e/Σe is largest at e = 1 and non-decreasing in e), NLL = −(z_y − log Σe);
+ * - p = e/Σe by vector division (IEEE: the scalar division's bits), Brier's products (p − [j = y])²
+ *   by vector multiplication, added class after class as the scalar loop adds them;
+ * - the top-5 rank by vector comparisons of z against z_y;
+ * - the classwise bin of every p: t = p·M; where t is more than FUSED_BIN_DELTA from every integer
+ *   ≥ 1, p lies strictly inside ((c − 1)/M, c/M) for c = ⌈t⌉ (t's and the edges' rounding errors are
+ *   below M·2^-52, far below the margin, for M ≤ FUSED_VECTOR_MAX_BINS), which is the bin
+ *   UNIFORM_BIN_CANDIDATE finds: c − 1, clamped to [0, M − 1] (t < 1/2, including p = 0, is bin 0
+ *   whatever the edges' comparisons say); the other lanes (t near an edge, NaN) take
+ *   UNIFORM_BIN_CANDIDATE itself. Each p is then added into its cell (class, bin) in row order, as the
+ *   scalar loop adds it. Used only with the edges b/M (uniform_edges), which the margin assumes. */
+#define FUSED_BIN_DELTA 0x1p-30
+#define FUSED_VECTOR_MAX_BINS (1 << 20)
+
+typedef struct {
+    double *p, *dd;  /* k_padded each: a row's probabilities and Brier's squared terms */
+    int32_t *cells;  /* k_padded: each class's classwise cell j·M + b */
+} FusedRow;
+
+#define DEFINE_FUSED_AVX2(SUFFIX, T)                                                                     \
+    __attribute__((target("avx2,fma"))) static void fused_avx2_##SUFFIX(Fused *f, ExpBlock *blk,        \
+                                                                       FusedRow *w, const T *scores)    \
+    {                                                                                                    \
+        const Py_ssize_t k = f->k, m = f->m, rows = f->rows, kp = blk->k_padded, groups = kp / 4;        \
+        const int want_top5 = f->want_top5, classwise = f->classwise;                                    \
+        const int64_t *restrict labels = f->labels;                                                      \
+        const double *restrict edges = f->edges;                                                         \
+        double *restrict conf = f->conf, *restrict nll = f->nll, *restrict brier = f->brier;             \
+        unsigned char *restrict correct = f->correct, *restrict top5 = f->top5;                          \
+        int64_t *restrict count = f->count;                                                              \
+        double *restrict sum_p = f->sum_p, *restrict sum_y = f->sum_y;                                   \
+        double *restrict p = w->p, *restrict dd = w->dd;                                                 \
+        int32_t *restrict cells = w->cells;                                                              \
+        const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();                             \
+        const __m256d vm = _mm256_set1_pd((double)m), top_bin = _mm256_set1_pd((double)(m - 1));         \
+        const __m256d delta = _mm256_set1_pd(FUSED_BIN_DELTA), half = _mm256_set1_pd(0.5);               \
+        const __m256d abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));          \
+        const __m256i lane = _mm256_set_epi64x(3, 2, 1, 0);                                              \
+        const __m128i lane_cells = _mm_mullo_epi32(_mm_set_epi32(3, 2, 1, 0), _mm_set1_epi32((int)m));   \
+        const unsigned tail = k % 4 ? (1u << (k % 4)) - 1u : 15u; /* the last group's lanes j < K */     \
+        for (Py_ssize_t start = 0; start < rows; start += blk->block_rows) {                            \
+            const Py_ssize_t stop = start + blk->block_rows < rows ? start + blk->block_rows : rows;     \
+            exp_block_##SUFFIX(blk, scores, start, stop);                                                \
+            for (Py_ssize_t i = start; i < stop; i++) {                                                  \
+                const int64_t y = labels[i];                                                             \
+                if (y < 0 || y >= k) {                                                                   \
+                    f->bad_row = i;                                                                      \
+                    return;                                                                              \
+                }                                                                                        \
+                const double *e = blk->e + (i - start) * kp, *z = blk->z + (i - start) * kp;             \
+                _mm256_zeroupper(); /* before calling SSE code: 8× slower calls without (measured) */    \
+                const double total = pairwise_sum(e, k), c = 1.0 / total;                                \
+                const Py_ssize_t first = blk->first_max[i - start];                                      \
+                const uint64_t before = first < 64 ? blk->candidates[i - start] & (((uint64_t)1 << first) - 1) \
+                                                   : blk->candidates[i - start];                         \
+                Py_ssize_t best = first;                                                                 \
+                if (before) {                                                                            \
+                    for (Py_ssize_t j = 0; j < first; j++) {                                             \
+                        if (e[j] >= 0.5 && e[j] / total == c) {                                          \
+                            best = j;                                                                    \
+                            break;                                                                       \
+                        }                                                                                \
+                    }                                                                                    \
+                }                                                                                        \
+                conf[i] = c;                                                                             \
+                correct[i] = best == y;                                                                  \
+                nll[i] = -(z[y] - log(total));                                                           \
+                const __m256d vt = _mm256_set1_pd(total), s_y = _mm256_set1_pd(z[y]);                    \
+                const __m256i vy = _mm256_set1_epi64x(y);                                                \
+                Py_ssize_t rank = 0;                                                                     \
+                for (Py_ssize_t g = 0; g < groups; g++) {                                                \
+                    const __m256i j = _mm256_add_epi64(lane, _mm256_set1_epi64x(4 * g));                 \
+                    const __m256d pv = _mm256_div_pd(_mm256_loadu_pd(e + 4 * g), vt);                    \
+                    _mm256_storeu_pd(p + 4 * g, pv);                                                     \
+                    const __m256d is_y = _mm256_castsi256_pd(_mm256_cmpeq_epi64(j, vy));                \
+                    const __m256d d = _mm256_sub_pd(pv, _mm256_and_pd(is_y, one));                       \
+                    _mm256_storeu_pd(dd + 4 * g, _mm256_mul_pd(d, d));                                   \
+                    const unsigned lanes = g == groups - 1 ? tail : 15u;                                 \
+                    if (want_top5) {                                                                     \
+                        const __m256d zv = _mm256_loadu_pd(z + 4 * g);                                   \
+                        const __m256d before_y = _mm256_castsi256_pd(_mm256_cmpgt_epi64(vy, j));         \
+                        const __m256d above = _mm256_or_pd(                                              \
+                            _mm256_cmp_pd(zv, s_y, _CMP_GT_OQ),                                          \
+                            _mm256_and_pd(_mm256_cmp_pd(zv, s_y, _CMP_EQ_OQ), before_y));               \
+                        rank += __builtin_popcount((unsigned)_mm256_movemask_pd(above) & lanes);         \
+                    }                                                                                    \
+                    if (classwise) {                                                                     \
+                        const __m256d t = _mm256_mul_pd(pv, vm);                                         \
+                        const __m256d near = _mm256_round_pd(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); \
+                        const __m256d clear = _mm256_or_pd(                                              \
+                            _mm256_cmp_pd(_mm256_and_pd(_mm256_sub_pd(t, near), abs_mask), delta, _CMP_GT_OQ), \
+                            _mm256_cmp_pd(near, half, _CMP_LT_OQ));                                      \
+                        const __m256d bin = _mm256_min_pd(                                               \
+                            _mm256_max_pd(_mm256_sub_pd(_mm256_round_pd(t, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC), one), \
+                                          zero), top_bin);                                               \
+                        const __m128i cell = _mm_add_epi32(                                              \
+                            _mm256_cvttpd_epi32(bin),                                                    \
+                            _mm_add_epi32(lane_cells, _mm_set1_epi32((int)(4 * g * m))));                \
+                        _mm_storeu_si128((__m128i *)(cells + 4 * g), cell);                              \
+                        for (unsigned redo = ~(unsigned)_mm256_movemask_pd(clear) & lanes; redo; redo &= redo - 1) { \
+                            const Py_ssize_t jj = 4 * g + __builtin_ctz(redo);                           \
+                            int64_t b;                                                                   \
+                            UNIFORM_BIN_CANDIDATE(p[jj], m, edges, b);                                   \
+                            b = b > m - 1 ? m - 1 : (b < 0 ? 0 : b);                                     \
+                            cells[jj] = (int32_t)(jj * m + b);                                           \
+                        }                                                                                \
+                    }                                                                                    \
+                }                                                                                        \
+                double acc = 0.0;                                                                        \
+                for (Py_ssize_t jj = 0; jj < k; jj++) {                                                  \
+                    acc += dd[jj];                                                                       \
+                }                                                                                        \
+                brier[i] = acc;                                                                          \
+                if (want_top5) {                                                                         \
+                    top5[i] = rank < 5;                                                                  \
+                }                                                                                        \
+                if (classwise) {                                                                         \
+                    for (Py_ssize_t jj = 0; jj < k; jj++) {                                              \
+                        count[cells[jj]] += 1;                                                           \
+                        sum_p[cells[jj]] += p[jj];                                                       \
+                    }                                                                                    \
+                    sum_y[cells[y]] += 1.0;                                                              \
+                }                                                                                        \
+            }                                                                                            \
+        }                                                                                                \
+    }
+DEFINE_FUSED_AVX2(f32, float)
+DEFINE_FUSED_AVX2(f64, double)
+
+/* Whether fused_avx2 may run on these bins: the edges are b/M (each the float64 nearest to it, as
+ * binning.uniform_edges makes them), M ≤ FUSED_VECTOR_MAX_BINS, and every cell index fits an int32. */
+static int
+fused_vector_bins_ok(const double *edges, Py_ssize_t m, Py_ssize_t k)
+{
+    if (m > FUSED_VECTOR_MAX_BINS || (double)k * (double)m >= 2147483647.0) {
+        return 0;
+    }
+    for (Py_ssize_t b = 0; b <= m; b++) {
+        if (edges[b] != (double)b / (double)m) {
+            return 0;
+        }
+    }
+    return 1;
+}
+#endif
+
 static const int KINDS_FLOAT[] = {K_F32, K_F64, 0};
 static const int KINDS_F64[] = {K_F64, 0};
 static const int KINDS_I64[] = {K_I64, 0};
@@ -651,24 +803,27 @@ fail:
 }
 
 PyDoc_STRVAR(fused_rows_doc,
-"fused_rows(scores, labels, is_logits, m, edges, want_top5, classwise, conf, correct, nll, brier, top5, count, sum_p, sum_y)\n"
+"fused_rows(scores, labels, is_logits, m, edges, want_top5, classwise, conf, correct, nll, brier, top5, count, sum_p, sum_y, vector=True)\n"
 "--\n\n"
 "One row chunk of the summary pass, written into the output arrays (calibrate_cli._fused_kernel._fused_rows).\n\n"
 "scores: float32/float64 (N, K); labels: int64 (N,) in [0, K); edges: float64 (m + 1,) = b/m;\n"
 "conf, nll, brier: float64 (N,); correct: bool (N,); top5: bool (N,) when want_top5 (else unused);\n"
-"count: int64 (K, m), sum_p, sum_y: float64 (K, m) when classwise (added to; else unused).");
+"count: int64 (K, m), sum_p, sum_y: float64 (K, m) when classwise (added to; else unused).\n"
+"vector: for logits, the AVX2 block loop (exact_exp4, four classes at a time; the same bits) where the CPU\n"
+"has AVX2 and FMA, the import's self-check passed and the edges are b/m (else, or with False, the scalar\n"
+"loop). Returns whether the vector loop ran.");
 
 static PyObject *
 py_fused_rows(PyObject *self, PyObject *args)
 {
     PyObject *o_scores, *o_labels, *o_edges, *o_conf, *o_correct, *o_nll, *o_brier, *o_top5, *o_count, *o_sum_p,
         *o_sum_y;
-    int is_logits, want_top5, classwise;
+    int is_logits, want_top5, classwise, vector = 1;
     Py_ssize_t m;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOpnOppOOOOOOOO:fused_rows", &o_scores, &o_labels, &is_logits, &m, &o_edges,
+    if (!PyArg_ParseTuple(args, "OOpnOppOOOOOOOO|p:fused_rows", &o_scores, &o_labels, &is_logits, &m, &o_edges,
                           &want_top5, &classwise, &o_conf, &o_correct, &o_nll, &o_brier, &o_top5, &o_count,
-                          &o_sum_p, &o_sum_y)) {
+                          &o_sum_p, &o_sum_y, &vector)) {
         return NULL;
     }
     Views v = {.n = 0};
@@ -733,7 +888,34 @@ py_fused_rows(PyObject *self, PyObject *args)
         goto fail;
     }
     f.z = f.p + k;
+    int use_vector = 0;
+#ifdef HAVE_AVX2
+    ExpBlock block = {.e = NULL};
+    FusedRow row = {.p = NULL};
+    use_vector = vector && is_logits && exact_exp_ok && (!classwise || fused_vector_bins_ok(f.edges, m, k));
+    if (use_vector) {
+        const size_t kp = (size_t)(k + 3) / 4 * 4;
+        row.p = (double *)PyMem_RawMalloc(kp * (2 * sizeof(double) + sizeof(int32_t)));
+        if (row.p == NULL || !exp_block_alloc(&block, k)) {
+            PyMem_RawFree(row.p);
+            PyMem_RawFree(f.p);
+            PyErr_NoMemory();
+            goto fail;
+        }
+        row.dd = row.p + kp;
+        row.cells = (int32_t *)(row.dd + kp);
+    }
+#endif
     Py_BEGIN_ALLOW_THREADS
+#ifdef HAVE_AVX2
+    if (use_vector && kind_scores == K_F32) {
+        fused_avx2_f32(&f, &block, &row, (const float *)b_scores->buf);
+    }
+    else if (use_vector) {
+        fused_avx2_f64(&f, &block, &row, (const double *)b_scores->buf);
+    }
+    else
+#endif
     if (kind_scores == K_F32) {
         fused_rows_f32(&f, (const float *)b_scores->buf);
     }
@@ -742,12 +924,16 @@ py_fused_rows(PyObject *self, PyObject *args)
     }
     Py_END_ALLOW_THREADS
     PyMem_RawFree(f.p);
+#ifdef HAVE_AVX2
+    PyMem_RawFree(row.p);
+    PyMem_RawFree(block.e);
+#endif
     if (f.bad_row >= 0) {
         set_bad_label(f.bad_row, f.labels[f.bad_row], k);
         goto fail;
     }
     views_release(&v);
-    Py_RETURN_NONE;
+    return PyBool_FromLong(use_vector);
 fail:
     views_release(&v);
     return NULL;

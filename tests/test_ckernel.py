@@ -601,6 +601,70 @@ def test_nll_rows_avx2_is_bit_identical_to_the_scalar_loop(dtype, k):
         assert np.array_equal(_bits(vector), _bits(scalar))
 
 
+def _fused_adversarial(k, dtype, rng):
+    """(logits, labels) for the vector fused pass: random rows, rows of equal logits (p = 1/K, on a
+    bin edge when K divides M or M divides a multiple of K), rows with p = 1.0 exactly (the others
+    underflow to 0), rows all near −800 (exp of the padding lanes overflows), rounded rows (ties for
+    the argmax and the top-5 rank), tiny probabilities (p·M < 1/2) and probabilities b/M − ε, b/M + ε."""
+    n = 3000
+    x = rng.standard_normal((n, k)) * 3
+    x[:30] = 1.5
+    x[30:60, 0] = 900.0
+    x[60:90] = -800.0 + rng.standard_normal((30, k))
+    x[90:400] = np.round(x[90:400])
+    x[400:450] *= 12  # probabilities far below 1/(2M)
+    if k >= 2:  # two classes whose p is b/M exactly or one ulp off: logits log(b), log(M − b)
+        b = rng.integers(1, 15, 300)
+        x[450:750] = -1e3
+        x[450:750, 0] = np.log(b)
+        x[450:750, 1] = np.log(15 - b) + rng.choice([-1, 0, 1], 300) * 2.0**-50
+    y = rng.integers(0, k, n)
+    return np.ascontiguousarray(x.astype(dtype)), y.astype(np.int64)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [1, 2, 3, 4, 5, 7, 8, 9, 10, 12, 13, 100, 130])
+def test_fused_rows_avx2_is_bit_identical_to_the_scalar_loop(dtype, k):
+    """The AVX2 block loop of fused_rows (exact_exp4, vector division, Brier's products, the top-5
+    rank, the classwise bins away from the edges) gives every output of the scalar loop bit for bit,
+    for M = 1, 3, 15, 100 and with or without top-5 and classwise cells."""
+    rng = np.random.default_rng(100 + k)
+    scores, labels = _fused_adversarial(k, dtype, rng)
+    n = scores.shape[0]
+    ran = []
+    for m in (1, 3, 15, 100):
+        edges = binning.uniform_edges(m)
+        for top5, classwise in ((True, True), (False, True), (True, False)):
+            outs = []
+            for vector in (True, False):
+                out = _outputs(n, k, m, top5, classwise)
+                ran.append(ck.fused_rows(scores, labels, True, m, edges, top5, classwise, *out, vector))
+                outs.append(out)
+            for a, b in zip(*outs):
+                assert a.tobytes() == b.tobytes(), (m, top5, classwise)
+    assert ran[1] is False  # vector=False: the scalar loop
+    if platform.machine() in ("x86_64", "AMD64") and "avx2" in _cpu_flags() and "fma" in _cpu_flags():
+        assert ran[0]  # the vector loop was the one compared
+
+
+def test_fused_rows_avx2_only_with_the_edges_b_over_m():
+    """Edges other than b/M (np.linspace's, one ulp off for M = 10) keep the scalar loop for the
+    classwise bins (the vector bins assume b/M); probabilities always take the scalar loop."""
+    rng = np.random.default_rng(7)
+    scores, labels = _fused_adversarial(10, np.float32, rng)
+    n = scores.shape[0]
+    edges = np.linspace(0, 1, 11)
+    assert not np.array_equal(edges, binning.uniform_edges(10))
+    out = _outputs(n, 10, 10, True, True)
+    assert ck.fused_rows(scores, labels, True, 10, edges, True, True, *out) is False
+    want = _outputs(n, 10, 10, True, True)
+    ck.fused_rows(scores, labels, True, 10, edges, True, True, *want, False)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(out, want))
+    probs = rng.dirichlet(np.ones(10), n)
+    assert ck.fused_rows(probs, labels, False, 10, binning.uniform_edges(10), True, True,
+                         *_outputs(n, 10, 10, True, True)) is False
+
+
 def _cpu_flags() -> str:
     try:
         with open("/proc/cpuinfo") as info:
