@@ -1310,21 +1310,184 @@ DEFINE_BIN_SUMS(bin_sums_f32_f64, float, double)
 DEFINE_BIN_SUMS(bin_sums_f64_bool, double, unsigned char)
 DEFINE_BIN_SUMS(bin_sums_f64_f64, double, double)
 
+#ifdef HAVE_AVX2
+/* bin_sums for float64 values, bool targets and at most REGISTER_BINS bins: the same bin as the scalar
+ * loop, but the per-bin sums are kept in registers. The count and the number of true targets per bin
+ * are int32 lanes (eight bins to a vector, added to the int64 outputs every 2^30 values); Σvalue is four
+ * float64 vectors, and each value is added into every bin's lane under its bin's mask (0.0 elsewhere).
+ * Adding +0.0 leaves a sum unchanged except −0.0, which a sum started from +0.0 never is (the caller
+ * checks the start), so Σvalue gets the scalar loop's additions in its order: the same bits; Σtarget,
+ * a sum of 0.0s and 1.0s from a whole number below 2^53, is that number plus the count of 1s exactly.
+ * The scalar loop's sums go through memory: one store-to-load forwarding per value when consecutive
+ * values share a bin (the confidences mostly do); this loop's chain is one register addition. */
+#define REGISTER_BINS 16
+#define REGISTER_BINS_BLOCK ((Py_ssize_t)1 << 30)
+#define REGISTER_BINS_PIECE 2048
+
+/* Σvalue of four bins (q: 0..3) under hit64 (their lanes of v's bin mask); named registers (vectors
+ * in an array indexed in a loop stay on the stack, where each addition goes through memory) */
+#define REGISTER_BINS_ADD(q, hit64) conf##q = _mm256_add_pd(conf##q, _mm256_and_pd(_mm256_castsi256_pd(hit64), vv))
+
+/* The bins (int32, −1 for none) of n float64 values as bin_sums' scalar loop finds them, four at a
+ * time. Edges b/M (s->uniform, checked by the caller): as fused_avx2's classwise bins, c − 1 for
+ * c = ⌈v·M⌉ where v·M is more than FUSED_BIN_DELTA from every whole number and positive, else the
+ * scalar candidate. Other edges (at most REGISTER_BINS + 1): the count of edges below v, minus one. */
+__attribute__((target("avx2"))) static void
+register_bins_of(const Bins *s, const double *restrict values, const double *restrict edges, Py_ssize_t n,
+                 int32_t *restrict bins)
+{
+    const Py_ssize_t m = s->m;
+    const int none = s->lowest_closed ? 0 : -1;
+    const __m256d vm = _mm256_set1_pd((double)m), one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
+    const __m256d top_bin = _mm256_set1_pd((double)(m - 1)), delta = _mm256_set1_pd(FUSED_BIN_DELTA);
+    const __m256d abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
+    const __m128i vnone = _mm_set1_epi32(none), top = _mm_set1_epi32((int32_t)(m - 1));
+    Py_ssize_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const __m256d v = _mm256_loadu_pd(values + i);
+        unsigned redo = 0;
+        if (s->uniform) {
+            const __m256d t = _mm256_mul_pd(v, vm);
+            const __m256d near = _mm256_round_pd(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            const __m256d clear = _mm256_and_pd(
+                _mm256_cmp_pd(_mm256_and_pd(_mm256_sub_pd(t, near), abs_mask), delta, _CMP_GT_OQ),
+                _mm256_cmp_pd(t, zero, _CMP_GT_OQ));
+            const __m256d bin = _mm256_min_pd(
+                _mm256_max_pd(_mm256_sub_pd(_mm256_round_pd(t, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC), one), zero),
+                top_bin);
+            _mm_storeu_si128((__m128i *)(bins + i), _mm256_cvttpd_epi32(bin));
+            redo = ~(unsigned)_mm256_movemask_pd(clear) & 15u;
+        }
+        else {
+            __m256i below = _mm256_setzero_si256(); /* 64-bit lanes: minus the all-ones masks */
+            for (Py_ssize_t j = 0; j <= m; j++) {
+                const __m256d lt = _mm256_cmp_pd(_mm256_broadcast_sd(edges + j), v, _CMP_LT_OQ);
+                below = _mm256_sub_epi64(below, _mm256_castpd_si256(lt));
+            }
+            const __m128i below32 = _mm256_castsi256_si128(
+                _mm256_permutevar8x32_epi32(below, _mm256_set_epi32(7, 7, 7, 7, 6, 4, 2, 0)));
+            __m128i b = _mm_min_epi32(_mm_sub_epi32(below32, _mm_set1_epi32(1)), top);
+            b = _mm_blendv_epi8(b, vnone, _mm_cmplt_epi32(b, _mm_setzero_si128()));
+            _mm_storeu_si128((__m128i *)(bins + i), b);
+        }
+        for (; redo; redo &= redo - 1) {
+            const Py_ssize_t l = i + __builtin_ctz(redo);
+            int64_t b;
+            UNIFORM_BIN_CANDIDATE(values[l], m, edges, b);
+            b = b > m - 1 ? m - 1 : b;
+            bins[l] = (int32_t)(b < 0 ? none : b);
+        }
+    }
+    for (; i < n; i++) {
+        const double v = values[i];
+        int64_t b;
+        if (s->uniform) {
+            UNIFORM_BIN_CANDIDATE(v, m, edges, b);
+        }
+        else {
+            Py_ssize_t below = 0;
+            for (Py_ssize_t j = 0; j <= m; j++) {
+                below += edges[j] < v;
+            }
+            b = below - 1;
+        }
+        b = b > m - 1 ? m - 1 : b;
+        bins[i] = (int32_t)(b < 0 ? none : b);
+    }
+}
+
+__attribute__((target("avx2"))) static void
+bin_sums_avx2_f64_bool(Bins *s, const double *restrict values, const double *restrict edges,
+                       const unsigned char *restrict targets)
+{
+    const Py_ssize_t m = s->m, n = s->n;
+    double sums[REGISTER_BINS] = {0};
+    int32_t counts[REGISTER_BINS], trues[REGISTER_BINS], bins[REGISTER_BINS_PIECE];
+    memcpy(sums, s->sum_conf, (size_t)m * sizeof(double));
+    __m256d conf0 = _mm256_loadu_pd(sums), conf1 = _mm256_loadu_pd(sums + 4);
+    __m256d conf2 = _mm256_loadu_pd(sums + 8), conf3 = _mm256_loadu_pd(sums + 12);
+    const __m256i lane_lo = _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+    const __m256i lane_hi = _mm256_set_epi32(15, 14, 13, 12, 11, 10, 9, 8);
+    for (Py_ssize_t start = 0; start < n; start += REGISTER_BINS_BLOCK) {
+        const Py_ssize_t stop = n - start > REGISTER_BINS_BLOCK ? start + REGISTER_BINS_BLOCK : n;
+        __m256i count_lo = _mm256_setzero_si256(), count_hi = _mm256_setzero_si256();
+        __m256i true_lo = _mm256_setzero_si256(), true_hi = _mm256_setzero_si256();
+        for (Py_ssize_t piece = start; piece < stop; piece += REGISTER_BINS_PIECE) {
+            const Py_ssize_t end = stop - piece > REGISTER_BINS_PIECE ? piece + REGISTER_BINS_PIECE : stop;
+            register_bins_of(s, values + piece, edges, end - piece, bins); /* no dependence between values */
+            for (Py_ssize_t i = piece; i < end; i++) {
+                const __m256i vb = _mm256_set1_epi32(bins[i - piece]);
+                const __m256i vt = _mm256_set1_epi32(-(int32_t)(targets[i] != 0));
+                const __m256d vv = _mm256_set1_pd(values[i]);
+                const __m256i hit_lo = _mm256_cmpeq_epi32(lane_lo, vb), hit_hi = _mm256_cmpeq_epi32(lane_hi, vb);
+                count_lo = _mm256_sub_epi32(count_lo, hit_lo);
+                count_hi = _mm256_sub_epi32(count_hi, hit_hi);
+                true_lo = _mm256_sub_epi32(true_lo, _mm256_and_si256(hit_lo, vt));
+                true_hi = _mm256_sub_epi32(true_hi, _mm256_and_si256(hit_hi, vt));
+                REGISTER_BINS_ADD(0, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(hit_lo)));
+                REGISTER_BINS_ADD(1, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(hit_lo, 1)));
+                REGISTER_BINS_ADD(2, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(hit_hi)));
+                REGISTER_BINS_ADD(3, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(hit_hi, 1)));
+            }
+        }
+        _mm256_storeu_si256((__m256i *)counts, count_lo);
+        _mm256_storeu_si256((__m256i *)(counts + 8), count_hi);
+        _mm256_storeu_si256((__m256i *)trues, true_lo);
+        _mm256_storeu_si256((__m256i *)(trues + 8), true_hi);
+        for (Py_ssize_t b = 0; b < m; b++) {
+            s->count[b] += counts[b];
+            s->sum_correct[b] += (double)trues[b];
+        }
+    }
+    _mm256_storeu_pd(sums, conf0);
+    _mm256_storeu_pd(sums + 4, conf1);
+    _mm256_storeu_pd(sums + 8, conf2);
+    _mm256_storeu_pd(sums + 12, conf3);
+    memcpy(s->sum_conf, sums, (size_t)m * sizeof(double));
+}
+
+/* Whether bin_sums_avx2 may add into these sums: at most REGISTER_BINS bins, no Σvalue −0.0 (to which
+ * a masked +0.0 would not be a no-op) and each Σtarget a whole number in [+0, 2^52) (adding the 0/1
+ * targets then keeps it an exact whole number). */
+static int
+register_bins_ok(const Bins *s, const double *edges)
+{
+    if (s->m > REGISTER_BINS) {
+        return 0;
+    }
+    if (s->uniform && !fused_vector_bins_ok(edges, s->m, 1)) {
+        return 0;
+    }
+    for (Py_ssize_t b = 0; b < s->m; b++) {
+        const double t = s->sum_correct[b];
+        if (signbit(s->sum_conf[b]) && s->sum_conf[b] == 0.0) {
+            return 0;
+        }
+        if (signbit(t) || !(t < 0x1p52 && t == floor(t))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+#endif
+
 PyDoc_STRVAR(bin_sums_1d_doc,
 "bin_sums_1d(values, targets, edges, uniform, lowest_closed, count, sum_conf, sum_correct)\n"
 "--\n\n"
 "Per-bin count, Σvalue and Σtarget of the 1-D values, added into the outputs (calibrate_cli._bin_kernel).\n\n"
 "values: float32/float64 (N,); targets: bool/float64 (N,); edges: (m + 1,) of the values' dtype;\n"
-"uniform: the edges are b/m; count: int64 (m,), sum_conf, sum_correct: float64 (m,).");
+"uniform: the edges are b/m; count: int64 (m,), sum_conf, sum_correct: float64 (m,).\n"
+"vector: float64 values with bool targets in at most 16 bins keep their sums in AVX2 registers (the same\n"
+"bits) where the CPU has AVX2 (else, or with False, the scalar loop). Returns whether the vector loop ran.");
 
 static PyObject *
 py_bin_sums_1d(PyObject *self, PyObject *args)
 {
     PyObject *o_values, *o_targets, *o_edges, *o_count, *o_sum_conf, *o_sum_correct;
-    int uniform, lowest_closed;
+    int uniform, lowest_closed, vector = 1;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOOppOOO:bin_sums_1d", &o_values, &o_targets, &o_edges, &uniform, &lowest_closed,
-                          &o_count, &o_sum_conf, &o_sum_correct)) {
+    if (!PyArg_ParseTuple(args, "OOOppOOO|p:bin_sums_1d", &o_values, &o_targets, &o_edges, &uniform, &lowest_closed,
+                          &o_count, &o_sum_conf, &o_sum_correct, &vector)) {
         return NULL;
     }
     Views v = {.n = 0};
@@ -1362,6 +1525,10 @@ py_bin_sums_1d(PyObject *self, PyObject *args)
         .sum_correct = (double *)b_sum_correct->buf,
     };
     const void *vals = b_values->buf, *edges = b_edges->buf, *targets = b_targets->buf;
+    int use_vector = 0;
+#ifdef HAVE_AVX2
+    use_vector = vector && avx2_ok && kind_values == K_F64 && kind_targets == K_BOOL && register_bins_ok(&s, (const double *)edges);
+#endif
     Py_BEGIN_ALLOW_THREADS
     if (kind_values == K_F32) {
         if (kind_targets == K_BOOL) {
@@ -1371,6 +1538,11 @@ py_bin_sums_1d(PyObject *self, PyObject *args)
             bin_sums_f32_f64(&s, (const float *)vals, (const float *)edges, (const double *)targets);
         }
     }
+#ifdef HAVE_AVX2
+    else if (use_vector) {
+        bin_sums_avx2_f64_bool(&s, (const double *)vals, (const double *)edges, (const unsigned char *)targets);
+    }
+#endif
     else {
         if (kind_targets == K_BOOL) {
             bin_sums_f64_bool(&s, (const double *)vals, (const double *)edges, (const unsigned char *)targets);
@@ -1381,7 +1553,7 @@ py_bin_sums_1d(PyObject *self, PyObject *args)
     }
     Py_END_ALLOW_THREADS
     views_release(&v);
-    Py_RETURN_NONE;
+    return PyBool_FromLong(use_vector);
 fail:
     views_release(&v);
     return NULL;

@@ -187,6 +187,37 @@ def test_bin_sums_1d_equals_numba_and_numpy(case, monkeypatch):
         assert a.tobytes() == b.tobytes()
 
 
+@pytest.mark.parametrize("m", [1, 2, 3, 7, 10, 15, 16, 17])
+def test_bin_sums_1d_register_loop_is_bit_identical_to_the_scalar_loop(m):
+    """The AVX2 loop of bin_sums_1d (float64 values, bool targets, at most 16 bins: the bins four at a
+    time, the sums in registers) gives the scalar loop's count, Σvalue and Σtarget bit for bit: edges
+    b/M and equal-mass edges, both closures, values on, one ulp around and between the edges, 0, 1,
+    NaN, ±inf and out of range, N not a multiple of 4, and sums added into (whole-number Σtarget)."""
+    rng = np.random.default_rng(m)
+    base = np.concatenate([np.arange(m + 1) / m, (np.arange(m) + 0.5) / m])
+    v = np.concatenate([rng.random(5001), base, np.nextafter(base, 2.0), np.nextafter(base, -1.0),
+                        rng.random(300) * 1e-12, [0.0, -0.0, 1.0, np.nan, np.inf, -np.inf, -0.5, 1.5, 1e300]])
+    v = v[rng.permutation(v.shape[0])]
+    t = rng.random(v.shape[0]) < 0.7
+    finite = v[np.isfinite(v) & (v >= 0) & (v <= 1)]
+    for edges, uniform in ((binning.uniform_edges(m), True), (binning.equal_mass_edges(finite, m), False)):
+        for closed in (True, False):
+            start = [np.arange(m, dtype=np.int64), np.linspace(0.0, 3.0, m), np.arange(m) * 2.0]
+            got, want = [a.copy() for a in start], [a.copy() for a in start]
+            ran = ck.bin_sums_1d(v, t, edges, uniform, closed, *got)
+            assert ck.bin_sums_1d(v, t, edges, uniform, closed, *want, False) is False
+            assert all(a.tobytes() == b.tobytes() for a, b in zip(got, want)), (uniform, closed)
+            if "avx2" in _cpu_flags():
+                assert ran is (m <= 16)
+    edges = binning.uniform_edges(m)
+    for start in ([np.zeros(m, dtype=np.int64), np.full(m, -0.0), np.zeros(m)],  # a masked +0.0 would make +0.0
+                  [np.zeros(m, dtype=np.int64), np.zeros(m), np.full(m, 0.5)]):  # not a whole number
+        got, want = [a.copy() for a in start], [a.copy() for a in start]
+        assert ck.bin_sums_1d(v[:3], t[:3], edges, True, True, *got) is False
+        ck.bin_sums_1d(v[:3], t[:3], edges, True, True, *want, False)
+        assert all(a.tobytes() == b.tobytes() for a, b in zip(got, want))
+
+
 def test_non_finite_values_bin_as_numpy_bins_them(monkeypatch):
     """NaN, ±inf and values outside [0, 1] (refused before the kernels in calib) never crash and land
     in the numpy pass's bins (assign_bins: a NaN or out-of-range ⌈v·M⌉ converts to INT64_MIN). numba's
