@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -53,11 +55,13 @@ def summarize_data(
     ``metrics``: names of metrics wanted besides the default ones (or "all"); each class's
     probabilities are sorted (ACE, classwise RMS/KS) only when one of them is among them."""
     compat = check_compat(compat)
-    predictions = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name)
+    predictions = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name,
+                                 check_values=False)  # checked by the summary pass, which reads the chunks anyway
     summary = summarize(
         predictions, n_bins=n_bins, compat=compat, classwise=True, scores_name=scores_name, sums_only=sums_only,
         device=device,
     )
+    predictions = dataclasses.replace(predictions, pending=None)
     return SummarizedData(predictions, with_optional_sums(summary, predictions, n_bins, metrics))
 
 def with_optional_sums(summary: PredictionSummary, predictions: Predictions, n_bins: int, metrics) -> PredictionSummary:

@@ -271,11 +271,12 @@ def _summary(scores, labels, input_kind, n_bins=DEFAULT_N_BINS, compat=None, cla
 def _metric(name: str, scores, labels, input_kind, n_bins=DEFAULT_N_BINS, compat=None) -> float:
     """One metric from its registry entry (NaN where undefined)."""
     needed = sums_needed([name])
-    predictions = as_predictions(scores, labels, input_kind)
+    predictions = as_predictions(scores, labels, input_kind, check_values=False)
     # sums where sums suffice (the top label alone where that is all the metric reads); the summary is
-    # dropped after, so its confidences may be sorted in place
+    # dropped after, so its confidences may be sorted in place; the pass checks the values it reads
     summary = summarize(predictions, n_bins=n_bins, compat=compat, classwise="classwise_gap" in needed,
                         sums_only=True, top_label_only=needed <= TOP_LABEL_SUMS)
+    predictions = dataclasses.replace(predictions, pending=None)
     if "class_samples" in needed:
         summary = with_class_sorted(summary, predictions)
     return _point(summary, [name], n_bins, consume=True)[name]

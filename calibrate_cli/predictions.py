@@ -30,11 +30,16 @@ _CHUNK_ELEMENTS = 1 << 20  # ~8 MB of float64 per chunk (cache-friendly; chunks 
 
 @dataclass(frozen=True)
 class Predictions:
-    """Scores ``(N, K)`` of kind ``input_kind`` and labels ``(N,)`` int64, already validated."""
+    """Scores ``(N, K)`` of kind ``input_kind`` and labels ``(N,)`` int64, already validated.
+
+    ``pending``: the scores' values are still to be checked, row chunk by row chunk, by the one pass
+    that reads them (:func:`~calibrate_cli.summary.summarize`; ``as_predictions(check_values=False)``):
+    a pass over the file fewer. None once checked."""
 
     scores: np.ndarray
     labels: np.ndarray
     input_kind: InputKind = "logits"
+    pending: "ScoreCheck | None" = None
 
     @property
     def n(self) -> int:
@@ -66,6 +71,8 @@ class Predictions:
         the quotients stay finite (:func:`check_scaled_range`)."""
         if self.input_kind != "logits":
             raise ValueError("only logits are divided by a temperature")
+        if self.pending is not None:
+            raise ValueError("these scores are not checked yet: summarize them first")
         return Predictions(scores=ScaledRows(self.scores, t), labels=self.labels, input_kind=self.input_kind)
 
 
@@ -140,7 +147,7 @@ def _first_bad_row(mask_rows: np.ndarray) -> int:
     return int(np.flatnonzero(mask_rows)[0])
 
 
-def _check_scores(scores: np.ndarray, name: str, input_kind: str) -> np.ndarray:
+def _check_score_shape(scores: np.ndarray, name: str) -> None:
     if scores.dtype.kind not in "iuf":
         raise InputError(f"{name}: scores must be numbers, got dtype {scores.dtype}")
     if scores.ndim not in (1, 2):
@@ -154,32 +161,40 @@ def _check_scores(scores: np.ndarray, name: str, input_kind: str) -> np.ndarray:
             f"{name}: {scores.shape[1]} score column(s); need K ≥ 2 classes "
             "(give binary scores as a 1-D vector of log-odds, or of p(class 1) with --probs)"
         )
-    k = scores.shape[1] if scores.ndim == 2 else 1
-    tolerance = probs_sum_tolerance(scores)
-    previous = None
-    for rows in row_chunks(scores.shape[0], k):
-        if previous is not None:  # memory-mapped input: the pages of checked rows leave memory
-            release_rows(scores, previous)
-        previous = rows
-        chunk = scores[rows]
+
+
+@dataclass(frozen=True)
+class ScoreCheck:
+    """The checks of the score values (finite; probabilities in [0, 1 + tolerance] with rows summing
+    to 1 ± tolerance), made one row chunk at a time: by :func:`as_predictions`, or by the pass that
+    reads the chunks anyway (``Predictions.pending``), which then reads the file once."""
+
+    name: str
+    input_kind: str
+    tolerance: float
+
+    def rows(self, chunk: np.ndarray, first_row: int) -> None:
+        """Raise :class:`~calibrate_cli.errors.InputError` naming the first bad row (``first_row`` is
+        the chunk's first row in the whole set) if ``chunk`` holds a bad value."""
+        name, tolerance = self.name, self.tolerance
         # one min/max reduction (numpy's SIMD loops, no temporaries; NaN propagates into both) says
         # whether the chunk needs the exact per-row checks below: ~10× cheaper than isfinite + any
         lo, hi = (chunk.min(), chunk.max()) if chunk.size else (0, 0)
         suspect = not (np.isfinite(lo) and np.isfinite(hi))
-        if input_kind == "probs":
+        if self.input_kind == "probs":
             suspect = suspect or lo < 0 or hi > 1 + tolerance
         if chunk.dtype.kind == "f" and suspect:
             bad = ~np.isfinite(chunk)
             if bad.any():
                 bad_rows = bad if chunk.ndim == 1 else bad.any(axis=1)
-                row = rows.start + _first_bad_row(bad_rows)
+                row = first_row + _first_bad_row(bad_rows)
                 what = "NaN" if np.isnan(chunk).any() else "Inf"
                 raise InputError(f"{name}: scores contain {what} (first at row {row})")
-        if input_kind == "probs":
+        if self.input_kind == "probs":
             if suspect and ((chunk < 0).any() or (chunk > 1 + tolerance).any()):
                 bad_rows = (chunk < 0) | (chunk > 1 + tolerance)
                 bad_rows = bad_rows if chunk.ndim == 1 else bad_rows.any(axis=1)
-                row = rows.start + _first_bad_row(bad_rows)
+                row = first_row + _first_bad_row(bad_rows)
                 raise InputError(
                     f"{name}: probabilities outside [0, 1] (first at row {row}); "
                     "if these are logits, drop --probs"
@@ -188,14 +203,30 @@ def _check_scores(scores: np.ndarray, name: str, input_kind: str) -> np.ndarray:
                 sums = chunk.sum(axis=1, dtype=np.float64)
                 off = np.abs(sums - 1.0) > tolerance
                 if off.any():
-                    row = rows.start + _first_bad_row(off)
+                    row = first_row + _first_bad_row(off)
                     raise InputError(
                         f"{name}: probability rows must sum to 1 (±{tolerance:.3g}); row {row} sums to "
                         f"{sums[off][0]:.6g}; if these are logits, drop --probs"
                     )
+
+
+def _check_scores(scores: np.ndarray, name: str, input_kind: str, *, values: bool = True) -> ScoreCheck:
+    """Check the scores' dtype and shape, then (``values``) their values in row chunks; returns the
+    value check (for the caller to make later when ``values`` is False)."""
+    _check_score_shape(scores, name)
+    check = ScoreCheck(name, input_kind, probs_sum_tolerance(scores))
+    if not values:
+        return check
+    k = scores.shape[1] if scores.ndim == 2 else 1
+    previous = None
+    for rows in row_chunks(scores.shape[0], k):
+        if previous is not None:  # memory-mapped input: the pages of checked rows leave memory
+            release_rows(scores, previous)
+        previous = rows
+        check.rows(scores[rows], rows.start)
     if previous is not None:
         release_rows(scores, previous)
-    return scores
+    return check
 
 
 def largest_magnitude(scores: np.ndarray) -> float:
@@ -352,6 +383,7 @@ def as_predictions(
     *,
     scores_name: str = "scores",
     labels_name: str = "labels",
+    check_values: bool = True,
 ) -> Predictions:
     """Validate ``scores`` and ``labels`` (docs/conventions.md) and return them in canonical form.
 
@@ -363,6 +395,10 @@ def as_predictions(
 
     Already validated :class:`Predictions` (with ``labels`` None) are returned as they are: data are
     validated once, however many computations use them.
+
+    ``check_values=False``: the values of (N, K) scores are left to the pass that reads them next
+    (``Predictions.pending``, checked by :func:`~calibrate_cli.summary.summarize` chunk by chunk, with
+    the same errors): for a caller that summarizes right away, so a memory-mapped file is read once.
     """
     if isinstance(input_kind, bool) or input_kind not in INPUT_KINDS:
         raise InputError(f"Expected `input_kind` to be one of {INPUT_KINDS}, but got {input_kind!r}")
@@ -373,7 +409,8 @@ def as_predictions(
     scores = scores if isinstance(scores, np.ndarray) else np.asarray(scores)
     labels = labels if isinstance(labels, np.ndarray) else np.asarray(labels)
     _check_not_swapped(scores, labels, scores_name, labels_name)
-    _check_scores(scores, scores_name, input_kind)
+    defer = not check_values and scores.ndim == 2  # binary scores (N,) become float64 columns: checked now
+    check = _check_scores(scores, scores_name, input_kind, values=not defer)
     if labels.ndim >= 1 and labels.shape[0] != scores.shape[0]:
         raise InputError(
             f"{labels_name}: {labels.shape[0]} labels but {scores_name} has {scores.shape[0]} rows of scores"
@@ -383,4 +420,4 @@ def as_predictions(
     if scores.ndim == 1:
         scores = _binary_columns(scores, input_kind)
     labels = _check_labels(labels, labels_name, scores.shape[1])
-    return Predictions(scores=scores, labels=labels, input_kind=input_kind)
+    return Predictions(scores=scores, labels=labels, input_kind=input_kind, pending=check if defer else None)

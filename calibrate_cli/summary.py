@@ -237,7 +237,11 @@ def summarize(
     ``top_label_only``: only the confidences and correctness are wanted (ECE, MCE, accuracy, ...):
     where the C extension runs (the fused engine on the CPU, float32/float64 scores, no compat mode)
     its ``top_label_rows`` computes just those, the same bits (:func:`~calibrate_cli.kernels.top_label_chunk`),
-    and the summary holds no NLL, Brier, top-5 or classwise statistics; elsewhere the full pass runs."""
+    and the summary holds no NLL, Brier, top-5 or classwise statistics; elsewhere the full pass runs.
+
+    Predictions whose values are not checked yet (``predictions.pending``) are checked here, each row
+    chunk before it is computed: the errors of :func:`~calibrate_cli.predictions.as_predictions`, the
+    first bad row's, and the file is read once."""
     compat = check_compat(compat)
     ops = _device_ops(device)
     n, k = predictions.n, predictions.k
@@ -246,7 +250,7 @@ def summarize(
                       and top_label_runs(predictions.scores.dtype))
     if top_label_only:
         classwise, sums_only = False, False
-    labels = predictions.labels
+    labels, pending = predictions.labels, predictions.pending
     is_logits = predictions.input_kind == "logits"
     work_dtype = np.float32 if compat else np.float64
     edges = torch_linspace_edges(n_bins) if compat else uniform_edges(n_bins)
@@ -271,6 +275,8 @@ def summarize(
         """Fill the per-sample arrays on ``rows``; return the chunk's classwise statistics."""
         y = labels[rows]
         scores = predictions.scores[rows]
+        if pending is not None:  # the values' check, on the chunk this pass reads anyway
+            pending.rows(scores, rows.start)
         if top_label_only:
             confidences[rows], correct[rows] = top_label_chunk(scores, y, is_logits=is_logits)
             release_rows(predictions.scores, rows)
