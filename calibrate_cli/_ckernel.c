@@ -25,6 +25,9 @@
  *       FMA (equal to the C library's exp wherever that is within 0.529 ulp; checked at import).
  *   exp_exact(x, out)
  *       exact_exp4 over an array (for the tests).
+ *   bucket_counts(values, lo, hi, scale, counts), bucket_gather(values, lo, hi, scale, gather, span, members, low, high)
+ *       the two passes of calibrate_cli/sorting.py's order_statistics (exact selection by bucket counts),
+ *       without its (piece,) temporaries.
  *
  * Arrays are taken through the buffer protocol (C-contiguous, format and shape checked: TypeError
  * for a wrong dtype, ValueError for a wrong shape or a label out of range); the loops run without
@@ -1559,6 +1562,132 @@ fail:
     return NULL;
 }
 
+/* ---------- bucket_counts, bucket_gather: the passes of sorting.order_statistics ---------- */
+
+/* sorting._bucket: ⌊(v − lo)·scale⌋ for v in [lo, hi] (non-negative, finite: the C cast is numpy's
+ * astype(int64)), clipped to the last of nb buckets */
+static inline Py_ssize_t
+bucket_of(double v, double lo, double scale, Py_ssize_t nb)
+{
+    const double t = (v - lo) * scale;
+    return t < (double)(nb - 1) ? (Py_ssize_t)t : nb - 1;
+}
+
+PyDoc_STRVAR(bucket_counts_doc,
+"bucket_counts(values, lo, hi, scale, counts)\n"
+"--\n\n"
+"Add to counts[b] the number of values v in [lo, hi] with bucket b = min(int((v - lo) * scale), B - 1)\n"
+"(calibrate_cli.sorting._bucket; B = len(counts)). values: float64 (N,); counts: int64 (B,).");
+
+static PyObject *
+py_bucket_counts(PyObject *self, PyObject *args)
+{
+    PyObject *o_values, *o_counts;
+    double lo, hi, scale;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OdddO:bucket_counts", &o_values, &lo, &hi, &scale, &o_counts)) {
+        return NULL;
+    }
+    Views v = {.n = 0};
+    int kind;
+    Py_buffer *b_values = views_next(&v);
+    TAKE(v, o_values, "values", 1, KINDS_F64, 0, kind);
+    Py_buffer *b_counts = views_next(&v);
+    TAKE(v, o_counts, "counts", 1, KINDS_I64, 1, kind);
+    const Py_ssize_t n = b_values->shape[0], nb = b_counts->shape[0];
+    if (nb < 1 || !(scale >= 0.0 && scale < INFINITY)) {
+        PyErr_SetString(PyExc_ValueError, "bucket_counts: expected at least one bucket and a finite scale >= 0");
+        goto fail;
+    }
+    const double *values = (const double *)b_values->buf;
+    int64_t *counts = (int64_t *)b_counts->buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const double x = values[i];
+        if (x >= lo && x <= hi) {
+            counts[bucket_of(x, lo, scale, nb)] += 1;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    views_release(&v);
+    Py_RETURN_NONE;
+fail:
+    views_release(&v);
+    return NULL;
+}
+
+PyDoc_STRVAR(bucket_gather_doc,
+"bucket_gather(values, lo, hi, scale, gather, span, members, low, high)\n"
+"--\n\n"
+"One pass over the values v in [lo, hi] (buckets b as bucket_counts'): v goes to members (in order) when\n"
+"gather[b]; else low[b] = min(low[b], v), high[b] = max(high[b], v) when span[b]. Returns the number of\n"
+"members written (ValueError when more than len(members) would be). values: float64 (N,); gather, span:\n"
+"bool (B,); members: float64; low, high: float64 (B,).");
+
+static PyObject *
+py_bucket_gather(PyObject *self, PyObject *args)
+{
+    PyObject *o_values, *o_gather, *o_span, *o_members, *o_low, *o_high;
+    double lo, hi, scale;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OdddOOOOO:bucket_gather", &o_values, &lo, &hi, &scale, &o_gather, &o_span,
+                          &o_members, &o_low, &o_high)) {
+        return NULL;
+    }
+    Views v = {.n = 0};
+    int kind_;
+    Py_buffer *b_values = views_next(&v);
+    TAKE(v, o_values, "values", 1, KINDS_F64, 0, kind_);
+    Py_buffer *b_gather = views_next(&v);
+    TAKE(v, o_gather, "gather", 1, KINDS_BOOL, 0, kind_);
+    Py_buffer *b_span = views_next(&v);
+    TAKE(v, o_span, "span", 1, KINDS_BOOL, 0, kind_);
+    Py_buffer *b_members = views_next(&v);
+    TAKE(v, o_members, "members", 1, KINDS_F64, 1, kind_);
+    Py_buffer *b_low = views_next(&v);
+    TAKE(v, o_low, "low", 1, KINDS_F64, 1, kind_);
+    Py_buffer *b_high = views_next(&v);
+    TAKE(v, o_high, "high", 1, KINDS_F64, 1, kind_);
+    const Py_ssize_t n = b_values->shape[0], nb = b_gather->shape[0], cap = b_members->shape[0];
+    if (!check_len(b_span, "span", 0, nb) || !check_len(b_low, "low", 0, nb) || !check_len(b_high, "high", 0, nb)) goto fail;
+    if (nb < 1 || !(scale >= 0.0 && scale < INFINITY)) {
+        PyErr_SetString(PyExc_ValueError, "bucket_gather: expected at least one bucket and a finite scale >= 0");
+        goto fail;
+    }
+    const double *values = (const double *)b_values->buf;
+    const unsigned char *gather = (const unsigned char *)b_gather->buf, *span = (const unsigned char *)b_span->buf;
+    double *members = (double *)b_members->buf, *low = (double *)b_low->buf, *high = (double *)b_high->buf;
+    Py_ssize_t count = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const double x = values[i];
+        if (!(x >= lo && x <= hi)) {
+            continue;
+        }
+        const Py_ssize_t b = bucket_of(x, lo, scale, nb);
+        if (gather[b]) {
+            if (count < cap) {
+                members[count] = x;
+            }
+            count++;
+        }
+        else if (span[b]) {
+            low[b] = x < low[b] ? x : low[b];
+            high[b] = x > high[b] ? x : high[b];
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (count > cap) {
+        PyErr_Format(PyExc_ValueError, "bucket_gather: %zd members, room for %zd", count, cap);
+        goto fail;
+    }
+    views_release(&v);
+    return PyLong_FromSsize_t(count);
+fail:
+    views_release(&v);
+    return NULL;
+}
+
 /* ---------- spread_unit ---------- */
 
 /* numpy's float64 → int32 astype on x86-64 (cvttsd2si): truncation toward zero, and INT32_MIN for NaN
@@ -1993,6 +2122,8 @@ static PyMethodDef methods[] = {
     {"exp_poly", py_exp_poly, METH_VARARGS, exp_poly_doc},
     {"top_label_rows", py_top_label_rows, METH_VARARGS, top_label_rows_doc},
     {"exp_exact", py_exp_exact, METH_VARARGS, exp_exact_doc},
+    {"bucket_counts", py_bucket_counts, METH_VARARGS, bucket_counts_doc},
+    {"bucket_gather", py_bucket_gather, METH_VARARGS, bucket_gather_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -76,7 +76,8 @@ def order_statistics(values: np.ndarray, ranks) -> np.ndarray:
     A second pass gathers the members of the buckets that hold wanted ranks (up to
     :data:`SELECT_GATHER` values, sorted: sorting them by value orders them by bucket too) and finds
     the smallest and largest member of the others, which become the next sets, until a set holds
-    one value. The values are read in pieces of :data:`PIECE`: temporaries stay small."""
+    one value. The values are read in pieces of :data:`PIECE`: temporaries stay small (with the C
+    extension, ``bucket_counts`` and ``bucket_gather`` make each pass without them)."""
     values = np.asarray(values, dtype=np.float64)
     n = values.shape[0]
     ranks = np.asarray(ranks, dtype=np.int64)
@@ -85,6 +86,8 @@ def order_statistics(values: np.ndarray, ranks) -> np.ndarray:
         return out
     if n == 0 or ranks.min() < 0 or ranks.max() >= n:
         raise ValueError(f"ranks must lie in [0, {n})")
+    # the C extension's two passes (no temporaries), on a contiguous array; else numpy's, in pieces
+    compiled = _ckernel() if values.flags.c_contiguous else None
     sets = [(float(values.min()), float(values.max()), 0, n, np.unique(ranks))]  # (lo, hi, below, size, wanted)
     while sets:
         lo, hi, below, size, wanted = sets.pop()
@@ -95,8 +98,11 @@ def order_statistics(values: np.ndarray, ranks) -> np.ndarray:
                 out[ranks == r] = members[0 if lo == hi else r - below]
             continue
         count = np.zeros(SELECT_BUCKETS, dtype=np.int64)
-        for piece in _pieces(values, lo, hi, size):
-            count += np.bincount(_bucket(piece, lo, scale), minlength=SELECT_BUCKETS)
+        if compiled is not None:
+            compiled.bucket_counts(values, lo, hi, scale, count)
+        else:
+            for piece in _pieces(values, lo, hi, size):
+                count += np.bincount(_bucket(piece, lo, scale), minlength=SELECT_BUCKETS)
         ends = np.cumsum(count)
         buckets = np.searchsorted(ends, wanted - below, side="right")
         chosen = np.unique(buckets)
@@ -110,14 +116,18 @@ def order_statistics(values: np.ndarray, ranks) -> np.ndarray:
         low = np.full(SELECT_BUCKETS, np.inf)
         high = np.full(SELECT_BUCKETS, -np.inf)
         gathered = []
-        for piece in _pieces(values, lo, hi, size):
-            b = _bucket(piece, lo, scale)
-            if small.shape[0]:
-                gathered.append(piece[is_small[b]])
-            if big.shape[0]:
-                hit = is_big[b]
-                np.minimum.at(low, b[hit], piece[hit])
-                np.maximum.at(high, b[hit], piece[hit])
+        if compiled is not None:
+            gathered.append(np.empty(int(count[small].sum())))
+            compiled.bucket_gather(values, lo, hi, scale, is_small, is_big, gathered[0], low, high)
+        else:
+            for piece in _pieces(values, lo, hi, size):
+                b = _bucket(piece, lo, scale)
+                if small.shape[0]:
+                    gathered.append(piece[is_small[b]])
+                if big.shape[0]:
+                    hit = is_big[b]
+                    np.minimum.at(low, b[hit], piece[hit])
+                    np.maximum.at(high, b[hit], piece[hit])
         if small.shape[0]:
             members = np.sort(np.concatenate(gathered))  # by value, hence by bucket
             offset = np.cumsum(np.where(is_small, count, 0)) - count  # gathered members of earlier buckets
@@ -129,6 +139,13 @@ def order_statistics(values: np.ndarray, ranks) -> np.ndarray:
             first_rank = below + (int(ends[bk - 1]) if bk else 0)
             sets.append((float(low[bk]), float(high[bk]), first_rank, int(count[bk]), wanted[buckets == bk]))
     return out
+
+
+def _ckernel():
+    """The C extension (``bucket_counts``, ``bucket_gather``) when built, else None."""
+    from .kernels import _ckernel as compiled
+
+    return compiled
 
 
 def _pieces(values: np.ndarray, lo: float, hi: float, size: int):

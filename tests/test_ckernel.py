@@ -846,3 +846,35 @@ def test_exp_table_header_is_what_its_generator_writes():
     script = Path(__file__).resolve().parents[1] / "scripts" / "gen_exp_table.py"
     done = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, "calibrate_cli/_exp_table.h differs from scripts/gen_exp_table.py's output"
+
+
+def test_bucket_passes_equal_numpys_and_refuse_bad_arguments():
+    """bucket_counts / bucket_gather (order_statistics' passes): numpy's bucket counts of the values in
+    [lo, hi], the members of the gathered buckets in order, min/max of the spanned ones; errors for no
+    room, no buckets and a non-finite scale."""
+    rng = np.random.default_rng(5)
+    v = np.concatenate([rng.random(10_000), [0.0, 1.0, 0.25, 0.75]])
+    lo, hi, nb = 0.25, 0.75, 64
+    scale = nb / (hi - lo)
+    counts = np.zeros(nb, dtype=np.int64)
+    ck.bucket_counts(v, lo, hi, scale, counts)
+    inside = v[(v >= lo) & (v <= hi)]
+    b = np.minimum(((inside - lo) * scale).astype(np.int64), nb - 1)
+    np.testing.assert_array_equal(counts, np.bincount(b, minlength=nb))
+    gather, span = np.zeros(nb, dtype=bool), np.zeros(nb, dtype=bool)
+    gather[[3, 63]], span[[0, 10]] = True, True
+    members = np.empty(int(counts[gather].sum()))
+    low, high = np.full(nb, np.inf), np.full(nb, -np.inf)
+    assert ck.bucket_gather(v, lo, hi, scale, gather, span, members, low, high) == members.shape[0]
+    np.testing.assert_array_equal(members, inside[gather[b]])
+    for k in (0, 10):
+        assert low[k] == inside[b == k].min() and high[k] == inside[b == k].max()
+    assert np.isinf(low[5]) and np.isinf(high[5])
+    with pytest.raises(ValueError, match="room"):
+        ck.bucket_gather(v, lo, hi, scale, gather, span, members[:-1], low, high)
+    with pytest.raises(ValueError, match="finite scale"):
+        ck.bucket_counts(v, lo, hi, np.inf, counts)
+    with pytest.raises(ValueError, match="at least one bucket"):
+        ck.bucket_counts(v, lo, hi, scale, np.zeros(0, dtype=np.int64))
+    with pytest.raises(TypeError):
+        ck.bucket_counts(v.astype(np.float32), lo, hi, scale, counts)
