@@ -6,9 +6,11 @@
  *       the fused per-row summary of calibrate_cli/_fused_kernel.py's _fused_rows, operation for
  *       operation (the same float64 operations in the same order: numpy's pairwise sum for
  *       Σ_j exp z_ij, a sequential Σ (p_k − [k = y])² for Brier, the ⌈p·M⌉ − 1 bin candidate and its
- *       two edge corrections, cells accumulated in row order), so every output is bit-identical.
+ *       two edge corrections, cells accumulated in row order), so every output is bit-identical; for
+ *       logits with AVX2 in blocks of rows, four classes at a time (fused_avx2: the same bits).
  *   bin_sums_1d(values, targets, edges, uniform, lowest_closed, count, sum_conf, sum_correct)
- *       the 1-D binning pass of calibrate_cli/_bin_kernel.py.
+ *       the 1-D binning pass of calibrate_cli/_bin_kernel.py (float64 values, bool targets and at most
+ *       16 bins: the sums in AVX2 registers, bin_sums_avx2_f64_bool; the same bits).
  *   spread_unit(conf, correct, g, piece, out)
  *       SmoothECE's linear spreading of the samples onto its grid (calibrate_cli/smooth_ece.py,
  *       _Grids.spread_unit): numpy's four np.bincount per piece of samples and their four adds into
@@ -420,6 +422,25 @@ typedef struct {
     uint64_t *candidates;  /* block_rows: classes j < 64 whose e_j may be ≥ 1/2 (or were redone) */
 } ExpBlock;
 
+/* Row r's predicted class from its block: top_label_of_row's first j with e_j ≥ 1/2 and e_j/Σe == conf
+ * (total = Σe, conf = 1/Σe): the row's first largest logit (e = 1), unless a class before it may have
+ * e_j ≥ 1/2 (rare: then the check, with its division, for those classes only). */
+static inline Py_ssize_t
+block_prediction(const ExpBlock *b, Py_ssize_t r, double total, double conf)
+{
+    const double *e = b->e + r * b->k_padded;
+    const Py_ssize_t first = b->first_max[r];
+    const uint64_t before = first < 64 ? b->candidates[r] & (((uint64_t)1 << first) - 1) : b->candidates[r];
+    if (before) {
+        for (Py_ssize_t j = 0; j < first; j++) {
+            if (e[j] >= 0.5 && e[j] / total == conf) {
+                return j;
+            }
+        }
+    }
+    return first;
+}
+
 /* The buffers of an ExpBlock of rows of K classes (about 1024 doubles each), or 0 (no memory). */
 static int
 exp_block_alloc(ExpBlock *b, Py_ssize_t k)
@@ -662,18 +683,7 @@ typedef struct {
                 const double *e = blk->e + (i - start) * kp, *z = blk->z + (i - start) * kp;             \
                 _mm256_zeroupper(); /* before calling SSE code: 8× slower calls without (measured) */    \
                 const double total = pairwise_sum(e, k), c = 1.0 / total;                                \
-                const Py_ssize_t first = blk->first_max[i - start];                                      \
-                const uint64_t before = first < 64 ? blk->candidates[i - start] & (((uint64_t)1 << first) - 1) \
-                                                   : blk->candidates[i - start];                         \
-                Py_ssize_t best = first;                                                                 \
-                if (before) {                                                                            \
-                    for (Py_ssize_t j = 0; j < first; j++) {                                             \
-                        if (e[j] >= 0.5 && e[j] / total == c) {                                          \
-                            best = j;                                                                    \
-                            break;                                                                       \
-                        }                                                                                \
-                    }                                                                                    \
-                }                                                                                        \
+                const Py_ssize_t best = block_prediction(blk, i - start, total, c);                      \
                 conf[i] = c;                                                                             \
                 correct[i] = best == y;                                                                  \
                 nll[i] = -(z[y] - log(total));                                                           \
@@ -1050,23 +1060,9 @@ DEFINE_TOP_LABEL_SCALAR(top_label_scalar_f64, double)
                     t->bad_row = i;                                                                     \
                     return;                                                                             \
                 }                                                                                       \
-                /* top_label_of_row's first j with e_j ≥ 1/2 and e_j/Σe == conf: the row's first     \
-                 * largest logit (e = 1), unless a class before it may have e_j ≥ 1/2 (rare: then the   \
-                 * check, with its division, for those classes only) */                               \
                 const double *e = b->e + (i - start) * b->k_padded;                                     \
                 const double total = pairwise_sum(e, k), conf = 1.0 / total;                            \
-                const Py_ssize_t first = b->first_max[i - start];                                       \
-                uint64_t before = first < 64 ? b->candidates[i - start] & (((uint64_t)1 << first) - 1)  \
-                                             : b->candidates[i - start];                                \
-                Py_ssize_t best = first;                                                                \
-                if (before) {                                                                           \
-                    for (Py_ssize_t j = 0; j < first; j++) {                                            \
-                        if (e[j] >= 0.5 && e[j] / total == conf) {                                      \
-                            best = j;                                                                   \
-                            break;                                                                      \
-                        }                                                                               \
-                    }                                                                                   \
-                }                                                                                       \
+                const Py_ssize_t best = block_prediction(b, i - start, total, conf);                    \
                 t->conf[i] = conf;                                                                      \
                 t->correct[i] = best == y;                                                              \
             }                                                                                           \
@@ -1573,6 +1569,17 @@ bucket_of(double v, double lo, double scale, Py_ssize_t nb)
     return t < (double)(nb - 1) ? (Py_ssize_t)t : nb - 1;
 }
 
+/* Whether nb buckets of width 1/scale are usable (else 0 with a ValueError naming fn). */
+static int
+check_buckets(Py_ssize_t nb, double scale, const char *fn)
+{
+    if (nb < 1 || !(scale >= 0.0 && scale < INFINITY)) {
+        PyErr_Format(PyExc_ValueError, "%s: expected at least one bucket and a finite scale >= 0", fn);
+        return 0;
+    }
+    return 1;
+}
+
 PyDoc_STRVAR(bucket_counts_doc,
 "bucket_counts(values, lo, hi, scale, counts)\n"
 "--\n\n"
@@ -1595,10 +1602,7 @@ py_bucket_counts(PyObject *self, PyObject *args)
     Py_buffer *b_counts = views_next(&v);
     TAKE(v, o_counts, "counts", 1, KINDS_I64, 1, kind);
     const Py_ssize_t n = b_values->shape[0], nb = b_counts->shape[0];
-    if (nb < 1 || !(scale >= 0.0 && scale < INFINITY)) {
-        PyErr_SetString(PyExc_ValueError, "bucket_counts: expected at least one bucket and a finite scale >= 0");
-        goto fail;
-    }
+    if (!check_buckets(nb, scale, "bucket_counts")) goto fail;
     const double *values = (const double *)b_values->buf;
     int64_t *counts = (int64_t *)b_counts->buf;
     Py_BEGIN_ALLOW_THREADS
@@ -1650,10 +1654,7 @@ py_bucket_gather(PyObject *self, PyObject *args)
     TAKE(v, o_high, "high", 1, KINDS_F64, 1, kind_);
     const Py_ssize_t n = b_values->shape[0], nb = b_gather->shape[0], cap = b_members->shape[0];
     if (!check_len(b_span, "span", 0, nb) || !check_len(b_low, "low", 0, nb) || !check_len(b_high, "high", 0, nb)) goto fail;
-    if (nb < 1 || !(scale >= 0.0 && scale < INFINITY)) {
-        PyErr_SetString(PyExc_ValueError, "bucket_gather: expected at least one bucket and a finite scale >= 0");
-        goto fail;
-    }
+    if (!check_buckets(nb, scale, "bucket_gather")) goto fail;
     const double *values = (const double *)b_values->buf;
     const unsigned char *gather = (const unsigned char *)b_gather->buf, *span = (const unsigned char *)b_span->buf;
     double *members = (double *)b_members->buf, *low = (double *)b_low->buf, *high = (double *)b_high->buf;
