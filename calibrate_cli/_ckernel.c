@@ -779,6 +779,18 @@ set_bad_label(Py_ssize_t row, int64_t label, Py_ssize_t k)
     PyErr_Format(PyExc_ValueError, "labels[%zd] = %lld: expected a class index in [0, %zd)", row, (long long)label, k);
 }
 
+/* The end of a row kernel's wrapper (views v released): the error of the first row whose label is out
+ * of range (bad_row ≥ 0), else whether the vector loop ran. */
+static PyObject *
+rows_result(Views *v, Py_ssize_t bad_row, const int64_t *labels, Py_ssize_t k, int use_vector)
+{
+    if (bad_row >= 0) {
+        set_bad_label(bad_row, labels[bad_row], k);
+    }
+    views_release(v);
+    return bad_row >= 0 ? NULL : PyBool_FromLong(use_vector);
+}
+
 /* The scores (float32/float64, (N, K), K ≥ 1) and labels (int64, (N,)) of a row kernel, taken into v.
  * Returns 0 with an exception set (the caller releases v). */
 static int
@@ -941,12 +953,7 @@ py_fused_rows(PyObject *self, PyObject *args)
     PyMem_RawFree(row.p);
     PyMem_RawFree(block.e);
 #endif
-    if (f.bad_row >= 0) {
-        set_bad_label(f.bad_row, f.labels[f.bad_row], k);
-        goto fail;
-    }
-    views_release(&v);
-    return PyBool_FromLong(use_vector);
+    return rows_result(&v, f.bad_row, f.labels, k, use_vector);
 fail:
     views_release(&v);
     return NULL;
@@ -1230,12 +1237,7 @@ py_top_label_rows(PyObject *self, PyObject *args)
 #ifdef HAVE_AVX2
     PyMem_RawFree(t.block.e);
 #endif
-    if (t.bad_row >= 0) {
-        set_bad_label(t.bad_row, t.labels[t.bad_row], k);
-        goto fail;
-    }
-    views_release(&v);
-    return PyBool_FromLong(use_vector);
+    return rows_result(&v, t.bad_row, t.labels, k, use_vector);
 fail:
     views_release(&v);
     return NULL;
