@@ -24,7 +24,7 @@
  *   top_label_rows(scores, labels, is_logits, conf, correct, vector=True)
  *       the top-label confidence and correctness alone (what ECE, MCE, accuracy read), bit-identical to
  *       fused_rows': the C library's exp, four values at a time by exact_exp4 where the CPU has AVX2 and
- *       FMA (equal to the C library's exp wherever that is within 0.529 ulp; checked at import).
+ *       FMA (the GNU C library's exp, operation for operation; checked against the C library at import).
  *   exp_exact(x, out)
  *       exact_exp4 over an array (for the tests).
  *   bucket_counts(values, lo, hi, scale, counts), bucket_gather(values, lo, hi, scale, gather, span, members, low, high)
@@ -330,80 +330,54 @@ ceil_index(double x)
 /* whether exact_exp4 may be used (the CPU has AVX2 and FMA, and the import's self-check passed) */
 static int exact_exp_ok = 0;
 
-/* exact_exp4: e^x of four values, equal bit for bit to the C library's exp(x) wherever that is within
- * 0.529 ulp of e^x (glibc ≥ 2.28 is within 0.511; checked at import by exact_exp_selfcheck), or the
- * lanes it cannot vouch for (*redo):
+/* exact_exp4: e^x of four values, the GNU C library's exp bit for bit (glibc ≥ 2.28's e_exp.c, its FMA
+ * variant, which x86-64 CPUs with FMA and AVX2 run): the same float64 operations in the same order,
+ * each multiply-add fused where that variant fuses it, and the same constants (_exp_table.h,
+ * scripts/gen_exp_table.py):
  *
- *   n = round(x·64/ln2), x = n·ln2/64 + r with r = r_hi + r_lo (Cody and Waite: ln2/64 in three parts,
- *   the first with 36 bits so that n·HI and x − n·HI are exact; the second product's error by an FMA,
- *   the difference by 2Sum), e^x = 2^⌊n/64⌋ · 2^((n mod 64)/64) · e^r with 2^(i/64) = T_HI + T_LO
- *   (_exp_table.h, scripts/gen_exp_table.py) and e^r = 1 + r + w, w = r²(1/2 + r/6 + … + r⁴/720)
- *   (|r| ≤ ln2/128 + ε: truncation < 2^-64). T·(1 + r + w)·(1 + r_lo) = hi + lo: T_HI·r split exactly
- *   (FMA) and added to T_HI by Fast2Sum, the small terms added into lo, hi + lo renormalised
- *   (Fast2Sum). Error of hi + lo: below 2^-63 relative, < 0.001 ulp of hi.
+ *   kd + S = fma(x, N/ln2, S) (S = 1.5·2^52: its low bits hold k = round(x·N/ln2), N = 128),
+ *   r = fma(kd, NEG_LN2_LO_N, fma(kd, NEG_LN2_HI_N, x)),
+ *   tmp = fma(r²·r², fma(r, C5, C4), fma(fma(r, C3, C2), r², r + tail)), s = 2^(k/N) from the table,
+ *   e^x = fma(s, tmp, s).
  *
- * If |lo| < 0.47 ulp(hi), e^x is within 0.471 ulp of hi: hi is e^x correctly rounded, and an exp within
- * 0.529 ulp cannot return the other neighbour, so the C library returns hi. Every other lane (|lo| near
- * half an ulp: ~6 % of values; hi = 1 or 2, where the ulp changes; x outside (−700, 700), NaN) is
- * flagged in *redo, for the caller to take from the C library's exp. x = ±0 gives 1.0, as exp does. */
+ * Those are the C library's steps for 2^-54 ≤ |x| < 512; for |x| < 2^-54 it returns 1 + x, as here.
+ * Other lanes (|x| ≥ 512: its special-case scaling; NaN) are flagged in *redo, for the caller to take
+ * from the C library's exp. Used only when the import's self-check (exact_exp_selfcheck) found every
+ * value equal to this C library's exp. */
 #ifdef HAVE_AVX2
 #include "_exp_table.h"
-
-#define EXACT_EXP_MARGIN 0.47
 
 __attribute__((target("avx2,fma"), always_inline)) static inline __m256d
 exact_exp4(__m256d x, int *redo)
 {
-    const __m256d shift = _mm256_set1_pd(0x1.8p52); /* x·64/ln2 + 1.5·2^52 holds round(x·64/ln2) */
-    const __m256d one = _mm256_set1_pd(1.0), two = _mm256_set1_pd(2.0);
-    const __m256d t = _mm256_fmadd_pd(x, _mm256_set1_pd(EXP_INV_LN2_64), shift);
-    const __m256d kd = _mm256_sub_pd(t, shift);
-    const __m256i ki = _mm256_sub_epi64(_mm256_castpd_si256(t), _mm256_set1_epi64x(0x4338000000000000LL));
-    const __m256i idx = _mm256_and_si256(ki, _mm256_set1_epi64x(63));   /* n mod 64 */
-    const __m256i scale = _mm256_slli_epi64(_mm256_sub_epi64(ki, idx), 46); /* ⌊n/64⌋ << 52 */
-    const __m256d r_hi = _mm256_fnmadd_pd(kd, _mm256_set1_pd(EXP_LN2_64_HI), x); /* exact */
-    const __m256d mid = _mm256_set1_pd(EXP_LN2_64_MID);
-    const __m256d p_h = _mm256_mul_pd(kd, mid);
-    const __m256d p_l = _mm256_fmsub_pd(kd, mid, p_h); /* kd·MID = p_h + p_l exactly */
-    const __m256d r = _mm256_sub_pd(r_hi, p_h);
-    const __m256d bb = _mm256_sub_pd(r, r_hi); /* 2Sum(r_hi, −p_h) */
-    const __m256d err = _mm256_sub_pd(_mm256_sub_pd(r_hi, _mm256_sub_pd(r, bb)), _mm256_add_pd(p_h, bb));
-    const __m256d r_lo = _mm256_fnmadd_pd(kd, _mm256_set1_pd(EXP_LN2_64_LO), _mm256_sub_pd(err, p_l));
-    __m256d w = _mm256_fmadd_pd(_mm256_set1_pd(1.0 / 720), r, _mm256_set1_pd(1.0 / 120));
-    w = _mm256_fmadd_pd(w, r, _mm256_set1_pd(1.0 / 24));
-    w = _mm256_fmadd_pd(w, r, _mm256_set1_pd(1.0 / 6));
-    w = _mm256_fmadd_pd(w, r, _mm256_set1_pd(0.5));
-    w = _mm256_mul_pd(w, _mm256_mul_pd(r, r)); /* e^r − 1 − r */
+    const __m256d shift = _mm256_set1_pd(EXP_TAB_SHIFT);
+    const __m256d shifted = _mm256_fmadd_pd(x, _mm256_set1_pd(EXP_INV_LN2_N), shift);
+    const __m256i ki = _mm256_castpd_si256(shifted);
+    const __m256d kd = _mm256_sub_pd(shifted, shift);
+    __m256d r = _mm256_fmadd_pd(kd, _mm256_set1_pd(EXP_NEG_LN2_HI_N), x);
+    r = _mm256_fmadd_pd(kd, _mm256_set1_pd(EXP_NEG_LN2_LO_N), r);
+    /* (tail_i, bits(T_i) − i·2^45) of each lane, i = k mod N: one 16-byte load a lane, then transposed */
+    const __m256i idx = _mm256_slli_epi64(_mm256_and_si256(ki, _mm256_set1_epi64x((1 << EXP_TABLE_BITS) - 1)), 1);
     const __m128i idx_lo = _mm256_castsi256_si128(idx), idx_hi = _mm256_extracti128_si256(idx, 1);
-    const int64_t ii[4] = {_mm_cvtsi128_si64(idx_lo), _mm_extract_epi64(idx_lo, 1), _mm_cvtsi128_si64(idx_hi),
-                           _mm_extract_epi64(idx_hi, 1)};
-    const __m256d th = _mm256_set_pd(EXP_TAB_HI[ii[3]], EXP_TAB_HI[ii[2]], EXP_TAB_HI[ii[1]], EXP_TAB_HI[ii[0]]);
-    const __m256d tl = _mm256_set_pd(EXP_TAB_LO[ii[3]], EXP_TAB_LO[ii[2]], EXP_TAB_LO[ii[1]], EXP_TAB_LO[ii[0]]);
-    const __m256d ph = _mm256_mul_pd(th, r);
-    const __m256d pl = _mm256_fmsub_pd(th, r, ph);
-    __m256d hi = _mm256_add_pd(th, ph);
-    __m256d lo = _mm256_add_pd(_mm256_sub_pd(th, hi), ph); /* Fast2Sum: |T_HI| ≥ 1 > |ph| */
-    lo = _mm256_add_pd(lo, _mm256_add_pd(_mm256_fmadd_pd(th, _mm256_add_pd(w, r_lo), pl),
-                                         _mm256_fmadd_pd(tl, _mm256_add_pd(r, w), tl)));
-    const __m256d sum = _mm256_add_pd(hi, lo); /* renormalise: hi = RN(hi + lo) */
-    lo = _mm256_add_pd(_mm256_sub_pd(hi, sum), lo);
-    hi = sum;
-    /* hi ∈ (0.99, 2.02): its ulp is 2^-53, 2^-52 or 2^-51 */
-    const __m256d margin = _mm256_blendv_pd(
-        _mm256_set1_pd(EXACT_EXP_MARGIN * 0x1p-53),
-        _mm256_blendv_pd(_mm256_set1_pd(EXACT_EXP_MARGIN * 0x1p-52), _mm256_set1_pd(EXACT_EXP_MARGIN * 0x1p-51),
-                         _mm256_cmp_pd(hi, two, _CMP_GE_OQ)),
-        _mm256_cmp_pd(hi, one, _CMP_GE_OQ));
-    const __m256d abs_lo = _mm256_and_pd(lo, _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL)));
-    const __m256d safe = _mm256_and_pd(
-        _mm256_and_pd(_mm256_cmp_pd(abs_lo, margin, _CMP_LT_OQ),
-                      _mm256_and_pd(_mm256_cmp_pd(hi, one, _CMP_NEQ_OQ), _mm256_cmp_pd(hi, two, _CMP_NEQ_OQ))),
-        _mm256_and_pd(_mm256_cmp_pd(x, _mm256_set1_pd(-700.0), _CMP_GT_OQ),
-                      _mm256_cmp_pd(x, _mm256_set1_pd(700.0), _CMP_LT_OQ)));
-    const __m256d is_zero = _mm256_cmp_pd(x, _mm256_setzero_pd(), _CMP_EQ_OQ);
-    *redo = 15 & ~_mm256_movemask_pd(_mm256_or_pd(safe, is_zero));
-    const __m256d scaled = _mm256_castsi256_pd(_mm256_add_epi64(_mm256_castpd_si256(hi), scale));
-    return _mm256_blendv_pd(scaled, one, is_zero);
+    const double *tab = (const double *)EXP_TAB;
+    const __m256d p02 = _mm256_insertf128_pd(_mm256_castpd128_pd256(_mm_load_pd(tab + _mm_cvtsi128_si64(idx_lo))),
+                                             _mm_load_pd(tab + _mm_cvtsi128_si64(idx_hi)), 1);
+    const __m256d p13 = _mm256_insertf128_pd(_mm256_castpd128_pd256(_mm_load_pd(tab + _mm_extract_epi64(idx_lo, 1))),
+                                             _mm_load_pd(tab + _mm_extract_epi64(idx_hi, 1)), 1);
+    const __m256d tail = _mm256_unpacklo_pd(p02, p13);
+    const __m256i sbits = _mm256_add_epi64(_mm256_castpd_si256(_mm256_unpackhi_pd(p02, p13)),
+                                           _mm256_slli_epi64(ki, 52 - EXP_TABLE_BITS));
+    const __m256d r2 = _mm256_mul_pd(r, r);
+    const __m256d c23 = _mm256_fmadd_pd(r, _mm256_set1_pd(EXP_C3), _mm256_set1_pd(EXP_C2));
+    const __m256d c45 = _mm256_fmadd_pd(r, _mm256_set1_pd(EXP_C5), _mm256_set1_pd(EXP_C4));
+    const __m256d tmp = _mm256_fmadd_pd(_mm256_mul_pd(r2, r2), c45, _mm256_fmadd_pd(c23, r2, _mm256_add_pd(r, tail)));
+    const __m256d scale = _mm256_castsi256_pd(sbits);
+    const __m256d e = _mm256_fmadd_pd(scale, tmp, scale);
+    const __m256d ax = _mm256_and_pd(x, _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL)));
+    const __m256d tiny = _mm256_cmp_pd(ax, _mm256_set1_pd(0x1p-54), _CMP_LT_OQ);
+    const __m256d in_range = _mm256_cmp_pd(ax, _mm256_set1_pd(512.0), _CMP_LT_OQ); /* false for NaN */
+    *redo = 15 & ~_mm256_movemask_pd(in_range);
+    return _mm256_blendv_pd(e, _mm256_add_pd(_mm256_set1_pd(1.0), x), tiny);
 }
 #endif
 
@@ -1080,19 +1054,20 @@ DEFINE_TOP_LABEL_AVX2(f64, double)
 #endif
 
 #ifdef HAVE_AVX2
-/* At import (on a CPU with AVX2 and FMA): whether exact_exp4 equals this C library's exp on values that
- * reach every table entry and both sides of many rounding boundaries (a C library less accurate than
- * 0.529 ulp would fail it); exact_exp4 is used only then. */
+/* At import (on a CPU with AVX2 and FMA): whether exact_exp4 equals this C library's exp on 65,536
+ * values over its whole range (every table entry, both signs, near 0 and beyond ±512). A C library
+ * that computes exp otherwise (another algorithm or constants, multiply-adds not fused) differs on
+ * values near a rounding boundary, a few in every thousand: it fails, and exact_exp4 is not used. */
 __attribute__((target("avx2,fma"))) static int
 exact_exp_selfcheck(void)
 {
     uint64_t state = 0x9E3779B97F4A7C15ULL;
-    for (int i = 0; i < 8192; i += 4) {
+    for (int i = 0; i < 65536; i += 4) {
         double x[4], got[4];
         for (int l = 0; l < 4; l++) {
             state = state * 6364136223846793005ULL + 1442695040888963407ULL;
             const double u = (double)(state >> 11) * 0x1p-53; /* [0, 1) */
-            x[l] = l == 0 ? -745.0 * u : (l == 1 ? -20.0 * u : (l == 2 ? 40.0 * u - 20.0 : -1e-3 * u));
+            x[l] = l == 0 ? -745.0 * u : (l == 1 ? -20.0 * u : (l == 2 ? 1400.0 * u - 700.0 : ldexp(u - 0.5, -(i % 60))));
         }
         int redo;
         _mm256_storeu_pd(got, exact_exp4(_mm256_loadu_pd(x), &redo));
