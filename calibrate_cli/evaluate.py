@@ -12,6 +12,7 @@ import numpy as np
 from .binning import BinStats
 from .errors import InputError
 from .metric_registry import METRIC_NAMES, METRICS, sums_needed
+from .parallel import TOGETHER_SAMPLES, cpu_threads, run_together
 from .metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins, metrics_from_summary, with_class_sorted
 from .predictions import InputKind, Predictions, as_predictions
 from .sorting import sort_by_confidence
@@ -353,12 +354,25 @@ def report_from_summary(
     compat = summary.compat
     if predictions is not None:
         summary = with_optional_sums(summary, predictions, n_bins, _union(metrics, bootstrap_metrics if bootstrap else None))
-    width = equal_width_bins(summary.confidences, summary.correct, n_bins, compat=compat)
-    if consume and not bootstrap:
-        # AdaECE's edges selected (no sort), then the metrics sort the confidences in their own buffer
-        mass = equal_mass_bins(summary.confidences, summary.correct, n_bins, compat=compat)
+    conf, correct = summary.confidences, summary.correct
+    if consume and not bootstrap and summary.n >= TOGETHER_SAMPLES and cpu_threads() > 1:
+        # the sort (for KS-CE and SmoothECE) in a copy on one thread; the bins on another, AdaECE's
+        # edges selected (no sort): the same numbers as one after the other
+        ordered, (width, mass) = run_together(
+            lambda: sort_by_confidence(conf, correct),
+            lambda: (equal_width_bins(conf, correct, n_bins, compat=compat),
+                     equal_mass_bins(conf, correct, n_bins, compat=compat)),
+        )
+        metrics = metrics_from_summary(summary, n_bins, width=width, mass=mass, ordered=ordered)
+        del ordered
+    elif consume and not bootstrap:
+        # one thread: AdaECE's edges selected (no sort), then the metrics sort the confidences in
+        # their own buffer (no (N,) copy)
+        width = equal_width_bins(conf, correct, n_bins, compat=compat)
+        mass = equal_mass_bins(conf, correct, n_bins, compat=compat)
         metrics = metrics_from_summary(summary, n_bins, width=width, mass=mass, consume=True)
     else:
+        width = equal_width_bins(conf, correct, n_bins, compat=compat)
         # one sort serves AdaECE's edges, KS-CE and SmoothECE (calibrate_cli.sorting)
         ordered = sort_by_confidence(summary.confidences, summary.correct)
         mass = equal_mass_bins(summary.confidences, summary.correct, n_bins, compat=compat, sorted_confidences=ordered[0])

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from functools import partial
 from typing import TYPE_CHECKING, Callable, Iterable
 
 import numpy as np
@@ -421,6 +422,16 @@ def sums_needed(names: Iterable[str] | None = None) -> frozenset[str]:
 
 
 def metric_values(sums: MetricSums, names: Iterable[str] | None = None) -> dict[str, np.ndarray]:
-    """{name: (b,) values} of the metrics ``names`` (default: all, in report order) from ``sums``."""
+    """{name: (b,) values} of the metrics ``names`` (default: all, in report order) from ``sums``.
+
+    The metrics that read the samples themselves (a pass over N each) run at once on the CPUs
+    (:func:`~calibrate_cli.parallel.run_together`) from
+    :data:`~calibrate_cli.parallel.TOGETHER_SAMPLES` samples: each is computed as it would be alone."""
     specs = METRICS if names is None else [_BY_NAME[n] for n in names]
-    return {spec.name: spec.values(sums) for spec in specs}
+    passes = [spec for spec in specs if "samples" in spec.needs]
+    done = {}
+    from .parallel import TOGETHER_SAMPLES, run_together
+
+    if len(passes) > 1 and sums.samples is not None and sums.samples.conf.shape[0] >= TOGETHER_SAMPLES:
+        done = dict(zip((spec.name for spec in passes), run_together(*(partial(spec.values, sums) for spec in passes))))
+    return {spec.name: done[spec.name] if spec.name in done else spec.values(sums) for spec in specs}

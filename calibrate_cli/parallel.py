@@ -65,3 +65,28 @@ def map_chunks(fn: Callable[[slice], T], chunks: Iterable[slice], threads: int |
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
+
+
+#: samples from which the independent steps after the summary pass (the sort, the binnings, KS-CE,
+#: SmoothECE) run at once (:func:`run_together`): below, a thread pool costs more than it saves
+TOGETHER_SAMPLES = 1 << 18
+
+
+def run_together(*tasks: Callable[[], T], threads: int | None = None) -> list[T]:
+    """``[task() for task in tasks]``, the tasks run at once on up to ``threads`` threads (default
+    :func:`cpu_threads`; the first on the calling thread): for independent work whose array loops
+    release the GIL (the steps after the summary pass). Each task computes what it would alone, so
+    the results do not depend on the thread count; an exception is raised once every task ended."""
+    threads = cpu_threads() if threads is None else threads
+    if threads <= 1 or len(tasks) <= 1:
+        return [task() for task in tasks]
+    with ThreadPoolExecutor(max_workers=min(threads, len(tasks)) - 1 or 1, thread_name_prefix="calib-task") as pool:
+        others = [pool.submit(task) for task in tasks[1:]]
+        try:
+            first = tasks[0]()
+        finally:
+            done = [future.exception() for future in others]  # waits for each
+        failed = next((error for error in done if error is not None), None)
+        if failed is not None:
+            raise failed
+        return [first, *(future.result() for future in others)]

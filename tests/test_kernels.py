@@ -128,6 +128,28 @@ def test_thread_count_independent(monkeypatch):
     assert results[0] == results[1] == results[2]
 
 
+def test_the_steps_after_the_pass_run_at_once_with_the_same_numbers(monkeypatch):
+    """On two threads the sort, the two binnings (run_together) and KS-CE with SmoothECE (from
+    TOGETHER_SAMPLES samples) run at once; on one, one after the other (the confidences sorted in
+    place): every metric and bin the same bits."""
+    from calibrate_cli.parallel import TOGETHER_SAMPLES
+
+    rng = np.random.default_rng(8)
+    n = TOGETHER_SAMPLES + 3
+    logits = (rng.standard_normal((n, 3)) * 2).astype(np.float32)
+    logits[:1000] = np.round(logits[:1000])  # ties of the confidence
+    labels = rng.integers(0, 3, n)
+    reports = []
+    for threads in ("1", "2"):
+        monkeypatch.setenv("CALIB_THREADS", threads)
+        reports.append(evaluate(logits, labels))
+    one, two = reports
+    assert one.metrics == two.metrics and "ks_ce" in one.metrics and "smooth_ece" in one.metrics
+    for a, b in ((one.bins, two.bins), (one.adaptive_bins, two.adaptive_bins)):
+        for field in ("count", "sum_conf", "sum_correct", "edges"):
+            assert np.array_equal(getattr(a, field), getattr(b, field))
+
+
 @needs_numba
 def test_evaluate_metrics_agree(monkeypatch):
     rng = np.random.default_rng(6)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from calibrate_cli.errors import InputError
-from calibrate_cli.parallel import MAX_DEFAULT_THREADS, cpu_threads, map_chunks
+from calibrate_cli.parallel import MAX_DEFAULT_THREADS, cpu_threads, map_chunks, run_together
 
 
 @pytest.mark.parametrize("threads", [1, 2, 4])
@@ -66,3 +66,37 @@ def test_bad_calib_threads_is_a_one_line_cli_error(monkeypatch, runner, tmp_path
     assert result.exit_code == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "CALIB_THREADS" in lines[0]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_run_together_returns_each_result_in_order(threads):
+    def slow(value, delay):
+        return lambda: (time.sleep(delay), value)[1]
+
+    tasks = [slow("a", 0.03), slow("b", 0.0), slow("c", 0.01)]
+    assert run_together(*tasks, threads=threads) == ["a", "b", "c"]
+    assert run_together(threads=threads) == []
+
+
+def test_run_together_runs_the_tasks_at_once_on_two_threads():
+    both = threading.Barrier(2, timeout=5)  # each task waits for the other: only at once do both pass
+    assert run_together(lambda: both.wait() * 0 + 1, lambda: both.wait() * 0 + 2, threads=2) == [1, 2]
+
+
+@pytest.mark.parametrize("failing", [0, 1])
+def test_run_together_raises_a_tasks_error_after_every_task_ended(failing):
+    ended = []
+
+    def fail():
+        raise ValueError("task failed")
+
+    def work():
+        time.sleep(0.02)
+        ended.append(True)
+        return 1
+
+    tasks = [work, work]
+    tasks[failing] = fail
+    with pytest.raises(ValueError, match="task failed"):
+        run_together(*tasks, threads=2)
+    assert ended == [True]
