@@ -72,3 +72,21 @@ def test_largest_magnitude_is_the_largest_finite_absolute_value(n, k, dtype, spe
         assert predictions.largest_magnitude(scores) == expected
     finally:
         predictions._CHUNK_ELEMENTS = old
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    dtype=st.sampled_from(["<i8", ">i8", "<i4", "i2", "i1", "u1", "<u8", ">u4", "?"]),
+    k=st.integers(1, 300),
+    data=st.data(),
+)
+def test_one_max_says_whether_every_integer_label_is_a_class_index(dtype, k, data):
+    """_below (one max over the labels read as unsigned) agrees with the two comparisons 0 ≤ y < k, for
+    every integer width, signedness and byte order, negative labels and the extremes included."""
+    dt = np.dtype(dtype)
+    info = np.iinfo(dt) if dt.kind != "b" else None
+    lo, hi = (0, 1) if info is None else (int(info.min), int(info.max))
+    pick = st.one_of(st.integers(lo, hi), st.sampled_from([v for v in (lo, hi, -1, 0, k - 1, k, k + 1) if lo <= v <= hi]))
+    labels = np.array(data.draw(st.lists(pick, min_size=1, max_size=20)), dtype=dt)
+    exact = bool(((labels.astype(object) >= 0) & (labels.astype(object) < k)).all())
+    assert predictions._below(labels, k) == exact
