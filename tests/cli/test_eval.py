@@ -2,6 +2,8 @@
 
 import json
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -265,3 +267,18 @@ def test_help_lists_eval_and_ends_with_examples(runner):
         sub = run(runner, command, "--help").stdout
         assert "Examples:" in sub
         assert sub.rstrip().splitlines()[-1].strip().startswith(f"calib {command}"), command
+
+
+@pytest.mark.parametrize("fmt,rich_loaded", [("json", False), ("csv", False), ("table", True)])
+def test_machine_readable_output_starts_without_rich(tmp_path, fmt, rich_loaded):
+    """JSON and CSV reports never import Rich (~50 ms of start-up); the table does."""
+    np.save(tmp_path / "s.npy", np.eye(3))
+    np.save(tmp_path / "y.npy", np.arange(3))
+    code = (
+        "import sys; from calibrate_cli.cli import cli\n"
+        f"try: cli(['eval', {str(tmp_path / 's.npy')!r}, {str(tmp_path / 'y.npy')!r}, '--format', {fmt!r}])\n"
+        "except SystemExit: pass\n"
+        "print('RICH', any(m == 'rich' or m.startswith('rich.') for m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == f"RICH {rich_loaded}"
