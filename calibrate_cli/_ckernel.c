@@ -30,6 +30,9 @@
  *   bucket_counts(values, lo, hi, scale, counts), bucket_gather(values, lo, hi, scale, gather, span, members, low, high)
  *       the two passes of calibrate_cli/sorting.py's order_statistics (exact selection by bucket counts),
  *       without its (piece,) temporaries.
+ *   ks_sorted(conf, correct)
+ *       KS-CE's maximum over samples sorted by confidence (calibrate_cli/sorting.py's ks_from_sorted) in
+ *       one pass: the same sequential sum, the same bits.
  *
  * Arrays are taken through the buffer protocol (C-contiguous, format and shape checked: TypeError
  * for a wrong dtype, ValueError for a wrong shape or a label out of range); the loops run without
@@ -2090,6 +2093,50 @@ fail:
     return NULL;
 }
 
+/* ---------- KS-CE over sorted samples ---------- */
+
+PyDoc_STRVAR(ks_sorted_doc,
+"ks_sorted(conf, correct)\n"
+"--\n\n"
+"max over the ends of runs of equal confidences of |Σ_{j ≤ i} (conf_j − correct_j)| (the sum sequential,\n"
+"in sample order: np.cumsum's), over samples sorted by confidence (calibrate_cli.sorting.ks_from_sorted\n"
+"before its division by N; 0.0 for N = 0). conf: float64 (N,); correct: bool (N,).");
+
+static PyObject *
+py_ks_sorted(PyObject *self, PyObject *args)
+{
+    PyObject *o_conf, *o_correct;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO:ks_sorted", &o_conf, &o_correct)) {
+        return NULL;
+    }
+    Views v = {.n = 0};
+    int kind;
+    Py_buffer *b_conf = views_next(&v);
+    TAKE(v, o_conf, "conf", 1, KINDS_F64, 0, kind);
+    Py_buffer *b_correct = views_next(&v);
+    TAKE(v, o_correct, "correct", 1, KINDS_BOOL, 0, kind);
+    const Py_ssize_t n = b_conf->shape[0];
+    if (!check_len(b_correct, "correct", 0, n)) goto fail;
+    const double *conf = (const double *)b_conf->buf;
+    const unsigned char *correct = (const unsigned char *)b_correct->buf;
+    double best = 0.0, acc = 0.0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        acc += conf[i] - (double)correct[i];
+        if (i + 1 == n || conf[i] != conf[i + 1]) { /* the last of a run of equal confidences */
+            const double a = fabs(acc);
+            best = a > best ? a : best;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    views_release(&v);
+    return PyFloat_FromDouble(best);
+fail:
+    views_release(&v);
+    return NULL;
+}
+
 /* ---------- module ---------- */
 
 static PyMethodDef methods[] = {
@@ -2102,6 +2149,7 @@ static PyMethodDef methods[] = {
     {"exp_exact", py_exp_exact, METH_VARARGS, exp_exact_doc},
     {"bucket_counts", py_bucket_counts, METH_VARARGS, bucket_counts_doc},
     {"bucket_gather", py_bucket_gather, METH_VARARGS, bucket_gather_doc},
+    {"ks_sorted", py_ks_sorted, METH_VARARGS, ks_sorted_doc},
     {NULL, NULL, 0, NULL},
 };
 

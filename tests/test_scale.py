@@ -79,17 +79,20 @@ def test_sort_by_confidence_is_a_sort_and_keeps_each_pair():
     assert np.array_equal(c32, np.sort(conf.astype(np.float32)).astype(np.float64))
 
 
-def test_ks_from_sorted_equals_one_cumsum_across_pieces(monkeypatch):
+def test_ks_from_sorted_equals_one_cumsum_across_pieces_and_in_c(monkeypatch):
     rng = np.random.default_rng(1)
     conf = np.round(rng.random(5000), 2)  # many ties, runs crossing the pieces' boundaries
     correct = rng.random(5000) < conf
     whole = _old_ks(conf, correct)
     c, y = sorting.sort_by_confidence(conf, correct)
-    assert sorting.ks_from_sorted(c, y) == pytest.approx(whole, abs=1e-15)
+    compiled = sorting.ks_from_sorted(c, y)  # the C pass where built
+    assert compiled == pytest.approx(whole, abs=1e-15)
+    monkeypatch.setattr(sorting, "_ckernel", lambda: None)  # numpy's cumsum in pieces
     monkeypatch.setattr(sorting, "PIECE", 7)
     pieces = sorting.ks_from_sorted(c, y)
     monkeypatch.setattr(sorting, "PIECE", 1 << 20)
     assert pieces == sorting.ks_from_sorted(c, y)  # exactly: the carry makes it one sequential cumsum
+    assert compiled == pieces  # the same sequential sum in C
 
 
 def test_unit_weight_ks_equals_the_weighted_path():
