@@ -12,10 +12,10 @@ import numpy as np
 from .binning import BinStats
 from .errors import InputError
 from .metric_registry import METRIC_NAMES, METRICS, sums_needed
-from .parallel import TOGETHER_SAMPLES, cpu_threads, run_together
+from .parallel import run_together, together
 from .metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins, metrics_from_summary, with_class_sorted
 from .predictions import InputKind, Predictions, as_predictions
-from .sorting import sort_by_confidence
+from .sorting import sort_by_confidence, sort_packed
 from .summary import PredictionSummary, check_compat, summarize
 
 __all__ = [
@@ -48,19 +48,22 @@ def summarize_data(
     metrics=None,
     sums_only: bool = False,
     device: str | None = None,
+    sort_keys: bool = False,
 ) -> SummarizedData:
     """Validate ``scores``/``labels`` (:func:`~calibrate_cli.predictions.as_predictions`) and make the one
     summary pass (:func:`~calibrate_cli.summary.summarize`, with the classwise statistics; ``sums_only``:
     NLL, Brier and top-5 kept as sums, enough for the metrics but not for resampling), on ``device``.
 
     ``metrics``: names of metrics wanted besides the default ones (or "all"); each class's
-    probabilities are sorted (ACE, classwise RMS/KS) only when one of them is among them."""
+    probabilities are sorted (ACE, classwise RMS/KS) only when one of them is among them.
+    ``sort_keys``: the pass also packs the keys of the one sort (``summary.sort_keys``) where the
+    steps after it run at once (:func:`~calibrate_cli.parallel.together`)."""
     compat = check_compat(compat)
     predictions = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name,
                                  check_values=False)  # checked by the summary pass, which reads the chunks anyway
     summary = summarize(
         predictions, n_bins=n_bins, compat=compat, classwise=True, scores_name=scores_name, sums_only=sums_only,
-        device=device,
+        device=device, sort_keys=sort_keys and together(predictions.n),
     )
     predictions = dataclasses.replace(predictions, pending=None)
     return SummarizedData(predictions, with_optional_sums(summary, predictions, n_bins, metrics))
@@ -317,6 +320,7 @@ def evaluate(
         labels_name=labels_name, metrics=_union(metrics, bootstrap_metrics if bootstrap else None),
         sums_only=not bootstrap,  # the bootstrap resamples the per-sample columns
         device=None if bootstrap else device,
+        sort_keys=not bootstrap,  # packed by the pass's threads for the sort of report_from_summary
     )
     return report_from_summary(
         data.summary, input_kind=input_kind, n_bins=n_bins, scores_name=scores_name, predictions=data.predictions,
@@ -354,12 +358,13 @@ def report_from_summary(
     compat = summary.compat
     if predictions is not None:
         summary = with_optional_sums(summary, predictions, n_bins, _union(metrics, bootstrap_metrics if bootstrap else None))
-    conf, correct = summary.confidences, summary.correct
-    if consume and not bootstrap and summary.n >= TOGETHER_SAMPLES and cpu_threads() > 1:
-        # the sort (for KS-CE and SmoothECE) in a copy on one thread; the bins on another, AdaECE's
-        # edges selected (no sort): the same numbers as one after the other
+    conf, correct, keys = summary.confidences, summary.correct, summary.sort_keys
+    if consume and not bootstrap and together(summary.n):
+        # the sort (for KS-CE and SmoothECE) in a copy on one thread (of the keys the pass packed,
+        # when it did); the bins on another, AdaECE's edges selected (no sort): the same numbers as
+        # one after the other
         ordered, (width, mass) = run_together(
-            lambda: sort_by_confidence(conf, correct),
+            lambda: sort_by_confidence(conf, correct) if keys is None else sort_packed(keys),
             lambda: (equal_width_bins(conf, correct, n_bins, compat=compat),
                      equal_mass_bins(conf, correct, n_bins, compat=compat)),
         )

@@ -72,6 +72,12 @@ def map_chunks(fn: Callable[[slice], T], chunks: Iterable[slice], threads: int |
 TOGETHER_SAMPLES = 1 << 18
 
 
+def together(n: int) -> bool:
+    """Whether the steps after the summary pass of ``n`` samples run at once (:func:`run_together`):
+    from :data:`TOGETHER_SAMPLES` samples, on more than one thread."""
+    return n >= TOGETHER_SAMPLES and cpu_threads() > 1
+
+
 def run_together(*tasks: Callable[[], T], threads: int | None = None) -> list[T]:
     """``[task() for task in tasks]``, the tasks run at once on up to ``threads`` threads (default
     :func:`cpu_threads`; the first on the calling thread): for independent work whose array loops

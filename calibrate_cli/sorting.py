@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["order_statistics", "sort_by_confidence", "ks_from_sorted", "PairwiseSum"]
+__all__ = ["order_statistics", "sort_by_confidence", "pack_keys", "packable", "sort_packed", "ks_from_sorted", "PairwiseSum"]
 
 #: samples per piece in the chunked passes over sorted samples (bounded temporaries)
 PIECE = 1 << 18
@@ -41,17 +41,34 @@ def sort_by_confidence(conf: np.ndarray, correct: np.ndarray, *, in_place: bool 
     back to a stable argsort (and a copy)."""
     conf64 = np.asarray(conf, dtype=np.float64)
     correct = np.asarray(correct, dtype=bool)
-    if conf64.shape[0] == 0 or not (conf64.min() >= 0.0 and conf64.max() < 2.0):
+    if conf64.shape[0] == 0 or not packable(conf64):
         order = np.argsort(conf64, kind="stable")
         return conf64[order], correct[order]
     if in_place:
         if conf64 is not conf or not conf64.flags.c_contiguous or not conf64.flags.writeable:
             raise ValueError("in_place needs a writeable C-contiguous float64 array")
         keys = conf64.view(np.int64)
-        keys <<= 1
     else:
-        keys = conf64.view(np.int64) << 1  # a new array: conf is untouched
-    keys |= correct
+        keys = np.empty(conf64.shape[0], dtype=np.int64)  # conf is untouched
+    pack_keys(conf64, correct, keys)
+    return sort_packed(keys)
+
+
+def packable(conf: np.ndarray) -> bool:
+    """Whether the float64 confidences lie in [0, 2), where :func:`pack_keys` orders them."""
+    return bool(conf.min() >= 0.0 and conf.max() < 2.0)
+
+
+def pack_keys(conf: np.ndarray, correct: np.ndarray, out: np.ndarray) -> None:
+    """``out = bits(conf) << 1 | correct`` (int64; ``out`` may be ``conf``'s own buffer): for float64
+    confidences in [0, 2) (:func:`packable`) the keys sort as (conf, correct)."""
+    np.left_shift(conf.view(np.int64), 1, out=out)
+    out |= correct
+
+
+def sort_packed(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sort the keys of :func:`pack_keys` in place; (conf ascending as a float64 view of their buffer,
+    correct in that order as bool)."""
     keys.sort()
     low_bytes = keys.view(np.uint8)[:: keys.itemsize]  # a strided view of each key's least significant byte
     if keys.dtype.byteorder == ">" or (keys.dtype.byteorder == "=" and np.little_endian is False):

@@ -27,7 +27,7 @@ from .pages import release_rows
 from .parallel import cpu_threads, map_chunks
 from . import predictions as _predictions
 from .predictions import Predictions
-from .sorting import PairwiseSum
+from .sorting import PairwiseSum, pack_keys, packable
 
 if TYPE_CHECKING:
     from .class_samples import ClassSorted
@@ -77,6 +77,9 @@ class PredictionSummary:
                  opt-in classwise metrics (ACE, classwise RMS/KS); None unless one was asked for
     totals       with ``sums_only``: the sums of nll, brier and top5 (:class:`SampleTotals`), whose
                  per-sample arrays are then None
+    sort_keys    the (conf, correct) keys of the one sort, packed by the pass's threads
+                 (:func:`~calibrate_cli.sorting.pack_keys`; int64, (N,)) when asked for; for the
+                 caller to sort (in place: :func:`~calibrate_cli.sorting.sort_packed`); else None
 
     A summary made with ``top_label_only`` (by the C extension) holds the confidences and correctness
     only: nll, brier, top5, classwise and totals are all None.
@@ -94,6 +97,7 @@ class PredictionSummary:
     compat: str | None = None
     class_sorted: ClassSorted | None = None
     totals: SampleTotals | None = None
+    sort_keys: np.ndarray | None = None
 
 
 #: K·M up to this many cells are kept dense (whatever N); beyond, only when K·M ≤ N·K (the input's size)
@@ -214,6 +218,7 @@ def summarize(
     sums_only: bool = False,
     device: str | None = None,
     top_label_only: bool = False,
+    sort_keys: bool = False,
 ) -> PredictionSummary:
     """Compute the per-sample quantities (and classwise bin statistics) of ``predictions``.
 
@@ -241,7 +246,11 @@ def summarize(
 
     Predictions whose values are not checked yet (``predictions.pending``) are checked here, each row
     chunk before it is computed: the errors of :func:`~calibrate_cli.predictions.as_predictions`, the
-    first bad row's, and the file is read once."""
+    first bad row's, and the file is read once.
+
+    ``sort_keys``: also pack each chunk's (conf, correct) into ``summary.sort_keys``, on the pass's
+    threads (float64 confidences; None when one lies outside [0, 2) or in compat mode), so that the
+    one sort after the pass starts from them."""
     compat = check_compat(compat)
     ops = _device_ops(device)
     n, k = predictions.n, predictions.k
@@ -270,6 +279,16 @@ def summarize(
         brier = np.empty(n, dtype=np.float64)
         top5 = np.empty(n, dtype=bool) if want_top5 else None
     totals = _ClassTotals(n, k, edges.shape[0] - 1) if classwise else None
+    keys = np.empty(n, dtype=np.int64) if sort_keys and compat is None else None
+    unpackable = []  # a chunk appends when its confidences cannot be packed
+
+    def pack(rows: slice, conf: np.ndarray, corr: np.ndarray) -> None:
+        if keys is None or unpackable:
+            return
+        if conf.shape[0] and not packable(conf):
+            unpackable.append(rows.start)
+            return
+        pack_keys(conf, corr, keys[rows])
 
     def one_chunk(rows: slice):
         """Fill the per-sample arrays on ``rows``; return the chunk's classwise statistics."""
@@ -281,6 +300,7 @@ def summarize(
             confidences[rows], correct[rows] = top_label_chunk(scores, y, is_logits=is_logits)
             release_rows(predictions.scores, rows)
             release_rows(predictions.labels, rows)
+            pack(rows, confidences[rows], correct[rows])
             return None, None
         if compat and scores.dtype.itemsize > 4:
             _check_float32_range(scores, rows.start, compat, scores_name)
@@ -292,6 +312,7 @@ def summarize(
         release_rows(predictions.labels, rows)
         confidences[rows] = conf
         correct[rows] = corr
+        pack(rows, confidences[rows], correct[rows])
         if sums_only:
             return stats, (nll_c, brier_c, top5_c)
         nll[rows] = nll_c
@@ -341,4 +362,5 @@ def summarize(
         totals=SampleTotals(nll_sum.total(), nll_scaled.total(), nll_inf, brier_sum.total(), top5_count)
         if sums_only
         else None,
+        sort_keys=None if unpackable else keys,
     )

@@ -205,3 +205,28 @@ def test_fused_without_numba_is_an_error(monkeypatch):
     with pytest.raises(InputError, match="numba"):
         kernels.check_engine("fused")
     assert kernels.default_engine() == "numpy"
+
+
+@pytest.mark.parametrize("top_label_only", [False, True])
+def test_the_pass_packs_the_sort_keys_of_every_chunk(top_label_only, monkeypatch):
+    """summarize(sort_keys=True): the pass's threads pack each chunk's (conf, correct), the keys
+    sort_by_confidence would make; none in compat mode, or when a chunk cannot be packed."""
+    from calibrate_cli import predictions as _predictions, sorting, summary as summary_module
+    from calibrate_cli.predictions import as_predictions
+
+    monkeypatch.setattr(_predictions, "_CHUNK_ELEMENTS", 3000)  # several chunks
+    monkeypatch.setenv("CALIB_THREADS", "2")
+    rng = np.random.default_rng(9)
+    logits = rng.standard_normal((5000, 4)).astype(np.float32)
+    labels = rng.integers(0, 4, 5000)
+    data = as_predictions(logits, labels, "logits")
+    s = summary_module.summarize(data, sort_keys=True, top_label_only=top_label_only)
+    want = np.empty(5000, dtype=np.int64)
+    sorting.pack_keys(s.confidences, s.correct, want)
+    assert s.sort_keys is not None and np.array_equal(s.sort_keys, want)
+    conf, correct = sorting.sort_packed(s.sort_keys)
+    ref_conf, ref_correct = sorting.sort_by_confidence(s.confidences, s.correct)
+    assert np.array_equal(conf, ref_conf) and np.array_equal(correct, ref_correct)
+    assert summary_module.summarize(data, sort_keys=True, compat="focal-calibration").sort_keys is None
+    monkeypatch.setattr(summary_module, "packable", lambda conf: False)
+    assert summary_module.summarize(data, sort_keys=True).sort_keys is None
