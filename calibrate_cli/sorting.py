@@ -24,9 +24,12 @@ array is one pairwise sum over all N values), whatever the pieces.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-__all__ = ["order_statistics", "sort_by_confidence", "pack_keys", "packable", "sort_packed", "ks_from_sorted", "PairwiseSum"]
+__all__ = ["order_statistics", "sort_by_confidence", "pack_keys", "packable", "sort_packed", "ks_from_sorted", "PairwiseSum",
+           "PairwisePieces"]
 
 #: samples per piece in the chunked passes over sorted samples (bounded temporaries)
 PIECE = 1 << 18
@@ -234,40 +237,70 @@ def _leaves(n: int) -> list[int]:
     return out
 
 
+@dataclass(frozen=True)
+class PairwisePieces:
+    """A piece of the values [start, start + len) made ready for :meth:`PairwiseSum.add_pieces`: ``head``
+    continues the block in progress (and ends it when ``closed``), ``sums`` are the sums of the whole
+    blocks after it, ``tail`` begins the next block."""
+
+    start: int
+    size: int
+    head: np.ndarray
+    closed: bool
+    sums: tuple[float, ...]
+    tail: np.ndarray
+
+
 class PairwiseSum:
     """``np.sum`` (float64) of an n-value array that arrives in consecutive pieces (:meth:`add`):
     bit-identical to summing the whole array, independent of the pieces' sizes.
 
     numpy sums a contiguous float64 array as pw(n) = pw(n2) + pw(n − n2) down to blocks of 128; a
     range of m ≤ 2¹⁶ values is summed here by ``np.sum`` of that range (which is pw(m)), and those
-    partial sums are combined along the same recursion."""
+    partial sums are combined along the same recursion. :meth:`pieces` does the work of a piece
+    (the sums of its whole ranges) on any thread, given where it starts; :meth:`add_pieces` then
+    takes the pieces in order (cheap)."""
 
     def __init__(self, n: int) -> None:
         self.n = n
         self._lengths = _leaves(n) if n > 0 else []
+        self._starts = np.concatenate([[0], np.cumsum(self._lengths, dtype=np.int64)]).astype(np.int64)
         self._sums: list[float] = []
         self._pending: list[np.ndarray] = []
-        self._pending_size = 0
         self._seen = 0
 
     def add(self, values: np.ndarray) -> None:
+        self.add_pieces(self.pieces(values, self._seen))
+
+    def pieces(self, values: np.ndarray, start: int) -> PairwisePieces:
+        """``values`` (the values [start, start + len)) made ready: each range of numpy's recursion that
+        lies wholly inside summed (``np.sum``), the parts of the ranges it shares with the values
+        before or after it copied. Reads nothing but ``values``: any thread may make it."""
         values = np.asarray(values, dtype=np.float64).ravel()
-        self._seen += values.shape[0]
-        pos = 0
-        while pos < values.shape[0]:
-            need = self._lengths[len(self._sums)] - self._pending_size
-            take = values[pos : pos + need]
-            pos += take.shape[0]
-            if take.shape[0] == need and not self._pending:
-                with np.errstate(over="ignore"):  # an overflow to inf is the sum's value, as np.sum's
-                    self._sums.append(float(np.sum(take)))
-                continue
-            self._pending.append(take.copy())
-            self._pending_size += take.shape[0]
-            if take.shape[0] == need:
+        stop = start + values.shape[0]
+        bounds = self._starts
+        first = int(np.searchsorted(bounds, start, side="left"))  # the first range start ≥ start
+        last = int(np.searchsorted(bounds, stop, side="right")) - 1  # the last range start ≤ stop
+        if first > last:  # inside one range: all of it continues the range in progress
+            return PairwisePieces(start, values.shape[0], values.copy(), False, (), values[:0])
+        with np.errstate(over="ignore"):  # an overflow to inf is the sum's value, as np.sum's
+            sums = tuple(float(np.sum(values[bounds[j] - start : bounds[j + 1] - start])) for j in range(first, last))
+        return PairwisePieces(start, values.shape[0], values[: bounds[first] - start].copy(), True, sums,
+                              values[bounds[last] - start :].copy())
+
+    def add_pieces(self, pieces: PairwisePieces) -> None:
+        """Add the next piece (made by :meth:`pieces` for the values right after those added so far)."""
+        if pieces.start != self._seen:
+            raise ValueError(f"PairwiseSum: a piece at {pieces.start}, but {self._seen} values were added")
+        self._seen += pieces.size
+        if pieces.head.shape[0]:
+            self._pending.append(pieces.head)
+        if pieces.closed:
+            if self._pending:
                 with np.errstate(over="ignore"):
                     self._sums.append(float(np.sum(np.concatenate(self._pending))))
-                self._pending, self._pending_size = [], 0
+            self._pending = [pieces.tail] if pieces.tail.shape[0] else []
+            self._sums.extend(pieces.sums)
 
     def total(self) -> float:
         """The sum of all n values (every value must have been added)."""

@@ -32,8 +32,7 @@ from .binning import uniform_edges
 from .kernels import check_engine
 from . import predictions as _predictions
 from .predictions import Predictions, as_predictions
-from .sorting import PairwiseSum
-from .summary import PredictionSummary, SampleTotals, check_compat, summarize
+from .summary import ColumnTotals, PredictionSummary, check_compat, summarize
 
 __all__ = ["RowCountMismatch", "chunk_rows", "rechunk", "summarize_blocks"]
 
@@ -163,11 +162,11 @@ _KEPT = ("labels", "confidences", "correct")
 
 class _Columns:
     """The kept per-sample columns of exactly ``n`` samples, written in place chunk by chunk, and the
-    NLL, Brier and top-5 sums (:class:`_Sums`)."""
+    NLL, Brier and top-5 sums (:class:`~calibrate_cli.summary.ColumnTotals`)."""
 
     def __init__(self, n: int, scores_name: str) -> None:
         self.n, self.scores_name = n, scores_name
-        self.sums = _Sums(n)
+        self.sums: ColumnTotals | None = None
         self.arrays: dict[str, np.ndarray] = {}
         self.filled = 0
 
@@ -181,13 +180,15 @@ class _Columns:
                            for name in _KEPT}
         for name in _KEPT:
             self.arrays[name][self.filled:stop] = getattr(piece, name)
-        self.sums.add(piece)
+        if self.sums is None:
+            self.sums = ColumnTotals(self.n, piece.top5 is not None)
+        self.sums.add(self.sums.chunk(self.filled, piece.nll, piece.brier, piece.top5))
         self.filled = stop
 
     def result(self) -> tuple[int, dict]:
         if self.filled != self.n:
             raise RowCountMismatch(f"{self.scores_name}: {self.filled} rows, but {self.n} were announced")
-        return self.n, dict(self.arrays, nll=None, brier=None, top5=None, totals=self.sums.totals())
+        return self.n, dict(self.arrays, nll=None, brier=None, top5=None, totals=(self.sums or ColumnTotals(self.n, False)).totals())
 
 
 #: score values per sub-chunk where a chunk is computed in parts (:func:`_chunk_summaries`)
@@ -251,27 +252,3 @@ def _chunk_summaries(predictions: Predictions, n_bins: int, compat, scores_name:
                      sum_correct=sum_y.reshape(k, m), n=rows)
     return pieces, stats
 
-
-class _Sums:
-    """The NLL, Brier and top-5 sums of N samples from their chunks, in order: the loop of
-    :func:`~calibrate_cli.summary.summarize` with ``sums_only``, on the same chunk columns."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self.nll, self.scaled, self.brier = PairwiseSum(n), PairwiseSum(n), PairwiseSum(n)
-        self.inf, self.top5 = 0, None
-
-    def add(self, piece: PredictionSummary) -> None:
-        nll_c = piece.nll
-        infinite = np.isinf(nll_c)
-        if infinite.any():
-            self.inf += int(np.count_nonzero(infinite))
-            nll_c = np.where(infinite, 0.0, nll_c)
-        self.nll.add(nll_c)
-        self.scaled.add(nll_c / float(self.n))
-        self.brier.add(piece.brier)
-        if piece.top5 is not None:
-            self.top5 = (self.top5 or 0) + int(np.count_nonzero(piece.top5))
-
-    def totals(self) -> SampleTotals:
-        return SampleTotals(self.nll.total(), self.scaled.total(), self.inf, self.brier.total(), self.top5)

@@ -27,7 +27,7 @@ from .pages import release_rows
 from .parallel import cpu_threads, map_chunks
 from . import predictions as _predictions
 from .predictions import Predictions
-from .sorting import PairwiseSum, pack_keys, packable
+from .sorting import PairwisePieces, PairwiseSum, pack_keys, packable
 
 if TYPE_CHECKING:
     from .class_samples import ClassSorted
@@ -59,6 +59,50 @@ class SampleTotals:
     nll_inf: int
     brier_sum: float
     top5_count: int | None
+
+
+@dataclass(frozen=True)
+class ChunkColumns:
+    """One chunk's NLL, Brier and top-5 columns made ready for :meth:`ColumnTotals.add`."""
+
+    nll: PairwisePieces
+    nll_scaled: PairwisePieces
+    nll_inf: int
+    brier: PairwisePieces
+    top5_count: int | None
+
+
+class ColumnTotals:
+    """The :class:`SampleTotals` of N samples from their chunks' columns: each chunk made ready on
+    any thread (:meth:`chunk`: the infinite NLL terms counted and set to 0, the terms divided by N,
+    numpy's pairwise blocks summed, :meth:`~calibrate_cli.sorting.PairwiseSum.pieces`), then added
+    in sample order (:meth:`add`: a few floats), so each total is ``np.sum`` of its whole column."""
+
+    def __init__(self, n: int, top5: bool) -> None:
+        self.n = n
+        self.nll, self.nll_scaled, self.brier = PairwiseSum(n), PairwiseSum(n), PairwiseSum(n)
+        self.nll_inf, self.top5_count = 0, 0 if top5 else None
+
+    def chunk(self, start: int, nll: np.ndarray, brier: np.ndarray, top5: np.ndarray | None) -> ChunkColumns:
+        """The columns of the samples [start, start + len) made ready (reads only its arguments)."""
+        infinite = np.isinf(nll)
+        inf = int(np.count_nonzero(infinite))
+        if inf:
+            nll = np.where(infinite, 0.0, nll)
+        return ChunkColumns(self.nll.pieces(nll, start), self.nll_scaled.pieces(nll / float(self.n), start), inf,
+                            self.brier.pieces(brier, start), None if top5 is None else int(np.count_nonzero(top5)))
+
+    def add(self, columns: ChunkColumns) -> None:
+        """Add the next chunk's columns (in sample order)."""
+        self.nll.add_pieces(columns.nll)
+        self.nll_scaled.add_pieces(columns.nll_scaled)
+        self.brier.add_pieces(columns.brier)
+        self.nll_inf += columns.nll_inf
+        if self.top5_count is not None:
+            self.top5_count += columns.top5_count
+
+    def totals(self) -> SampleTotals:
+        return SampleTotals(self.nll.total(), self.nll_scaled.total(), self.nll_inf, self.brier.total(), self.top5_count)
 
 
 @dataclass(frozen=True)
@@ -272,8 +316,7 @@ def summarize(
         nll = brier = top5 = None
     elif sums_only:
         nll = brier = top5 = None
-        nll_sum, nll_scaled, brier_sum = PairwiseSum(n), PairwiseSum(n), PairwiseSum(n)
-        nll_inf, top5_count = 0, 0 if want_top5 else None
+        column_totals = ColumnTotals(n, want_top5)
     else:
         nll = np.empty(n, dtype=np.float64)
         brier = np.empty(n, dtype=np.float64)
@@ -314,7 +357,7 @@ def summarize(
         correct[rows] = corr
         pack(rows, confidences[rows], correct[rows])
         if sums_only:
-            return stats, (nll_c, brier_c, top5_c)
+            return stats, column_totals.chunk(rows.start, nll_c, brier_c, top5_c)
         nll[rows] = nll_c
         brier[rows] = brier_c
         if top5 is not None:
@@ -336,16 +379,7 @@ def summarize(
         if stats is not None:
             totals.add(stats)
         if columns is not None:
-            nll_c, brier_c, top5_c = columns
-            infinite = np.isinf(nll_c)
-            if infinite.any():
-                nll_inf += int(np.count_nonzero(infinite))
-                nll_c = np.where(infinite, 0.0, nll_c)
-            nll_sum.add(nll_c)
-            nll_scaled.add(nll_c / float(n))
-            brier_sum.add(brier_c)
-            if want_top5:
-                top5_count += int(np.count_nonzero(top5_c))
+            column_totals.add(columns)
 
     classwise_stats = totals.stats(edges, n) if classwise else None
     return PredictionSummary(
@@ -359,8 +393,6 @@ def summarize(
         top5=top5,
         classwise=classwise_stats,
         compat=compat,
-        totals=SampleTotals(nll_sum.total(), nll_scaled.total(), nll_inf, brier_sum.total(), top5_count)
-        if sums_only
-        else None,
+        totals=column_totals.totals() if sums_only else None,
         sort_keys=None if unpackable else keys,
     )

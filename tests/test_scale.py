@@ -12,6 +12,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import naive_metrics
 import naive_reference
@@ -135,6 +136,23 @@ def test_pairwise_sum_equals_np_sum_for_any_pieces(n):
         for i in range(0, n, piece):
             acc.add(a[i : i + piece])
         assert acc.total() == want, (n, piece)
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 300_000), cuts=st.lists(st.integers(0, 300_000), max_size=8), seed=st.integers(0, 9))
+def test_pairwise_pieces_made_in_any_order_add_up_to_np_sum(n, cuts, seed):
+    """Pieces made out of order (as the pass's threads make them), then added in order: np.sum's bits,
+    for pieces that start, end or lie inside numpy's 2^16 ranges, empty ones included."""
+    a = np.random.default_rng(seed).standard_normal(n) * 1e3
+    bounds = sorted({0, n, *(c for c in cuts if c <= n)})
+    acc = sorting.PairwiseSum(n)
+    made = {i: acc.pieces(a[lo:hi], lo) for i, (lo, hi) in reversed(list(enumerate(zip(bounds, bounds[1:]))))}
+    for i in sorted(made):
+        acc.add_pieces(made[i])
+    assert acc.total() == np.sum(a)
+    if n:
+        with pytest.raises(ValueError, match="a piece at"):
+            sorting.PairwiseSum(n).add_pieces(acc.pieces(a[1:], 1))
 
 
 def test_pairwise_sum_refuses_a_missing_piece():
