@@ -15,3 +15,24 @@ def one_line_error(result, *fragments, absent=()) -> str:
     for fragment in absent:
         assert fragment not in lines[0], lines[0]
     return lines[0]
+
+
+def after_eval_in_a_fresh_interpreter(tmp_path, expression: str, *args: str) -> str:
+    """The value of ``expression`` (printed in a fresh Python, e.g. over ``sys.modules``) after
+    ``calib eval`` of a 3 × 3 set with ``args``: what a command imports, without the test's imports."""
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    np.save(tmp_path / "s.npy", np.eye(3))
+    np.save(tmp_path / "y.npy", np.arange(3))
+    argv = ["eval", str(tmp_path / "s.npy"), str(tmp_path / "y.npy"), *args]
+    code = (
+        "import sys; from calibrate_cli.cli import cli\n"
+        f"try: cli({argv!r})\n"
+        "except SystemExit: pass\n"
+        f"print('VALUE', {expression})"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return out.strip().splitlines()[-1].removeprefix("VALUE ")

@@ -2,8 +2,6 @@
 
 import json
 import pickle
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -11,7 +9,7 @@ from click.testing import CliRunner
 
 import calibrate_cli as calib
 from calibrate_cli.cli import cli
-from cli_helpers import one_line_error  # noqa: E402
+from cli_helpers import after_eval_in_a_fresh_interpreter, one_line_error  # noqa: E402
 
 
 @pytest.fixture()
@@ -272,13 +270,5 @@ def test_help_lists_eval_and_ends_with_examples(runner):
 @pytest.mark.parametrize("fmt,rich_loaded", [("json", False), ("csv", False), ("table", True)])
 def test_machine_readable_output_starts_without_rich(tmp_path, fmt, rich_loaded):
     """JSON and CSV reports never import Rich (~50 ms of start-up); the table does."""
-    np.save(tmp_path / "s.npy", np.eye(3))
-    np.save(tmp_path / "y.npy", np.arange(3))
-    code = (
-        "import sys; from calibrate_cli.cli import cli\n"
-        f"try: cli(['eval', {str(tmp_path / 's.npy')!r}, {str(tmp_path / 'y.npy')!r}, '--format', {fmt!r}])\n"
-        "except SystemExit: pass\n"
-        "print('RICH', any(m == 'rich' or m.startswith('rich.') for m in sys.modules))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip().splitlines()[-1] == f"RICH {rich_loaded}"
+    expression = "any(m == 'rich' or m.startswith('rich.') for m in sys.modules)"
+    assert after_eval_in_a_fresh_interpreter(tmp_path, expression, "--format", fmt) == str(rich_loaded)

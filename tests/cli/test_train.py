@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from calibrate_cli.cli import cli
+from cli_helpers import after_eval_in_a_fresh_interpreter  # noqa: E402
 
 
 def run(runner, *args):
@@ -122,16 +123,8 @@ def test_model_names_of_the_shell_are_the_rooms():
 
 
 def test_eval_never_imports_the_training_room(tmp_path):
-    np.save(tmp_path / "s.npy", np.eye(3))
-    np.save(tmp_path / "y.npy", np.arange(3))
-    code = (
-        "import sys; from calibrate_cli.cli import cli\n"
-        f"try: cli(['eval', {str(tmp_path / 's.npy')!r}, {str(tmp_path / 'y.npy')!r}])\n"
-        "except SystemExit: pass\n"
-        "print(sorted(m for m in sys.modules if m.startswith('calibrate_cli.training') or m == 'torch'))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip().splitlines()[-1] == "[]"
+    expression = "sorted(m for m in sys.modules if m.startswith('calibrate_cli.training') or m == 'torch')"
+    assert after_eval_in_a_fresh_interpreter(tmp_path, expression) == "[]"
 
 
 def test_a_real_sigkill_mid_run_resumes_to_a_complete_run_folder(train_env, tmp_path):
