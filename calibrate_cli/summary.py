@@ -23,7 +23,7 @@ import numpy as np
 from .binning import BinStats, SparseBinStats, assign_bins, torch_linspace_edges, uniform_edges
 from .errors import InputError
 from .kernels import check_engine, chunk_statistics, top_label_chunk, top_label_runs
-from .pages import read_rows, release_rows
+from .pages import release_rows
 from .parallel import cpu_threads, map_chunks
 from . import predictions as _predictions
 from .predictions import Predictions
@@ -336,7 +336,7 @@ def summarize(
     def one_chunk(rows: slice):
         """Fill the per-sample arrays on ``rows``; return the chunk's classwise statistics."""
         y = labels[rows]
-        scores = read_rows(predictions.scores, rows)  # a file's rows read, not mapped (not kept: see read_rows)
+        scores = predictions.scores[rows]
         if pending is not None:  # the values' check, on the chunk this pass reads anyway
             pending.rows(scores, rows.start)
         if top_label_only:

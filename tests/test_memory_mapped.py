@@ -16,7 +16,6 @@ import calibrate_cli.io as io
 from calibrate_cli import sorting
 from calibrate_cli.cli import cli
 from calibrate_cli.evaluate import evaluate, report_from_summary, summarize_data
-from calibrate_cli.predictions import as_predictions
 from calibrate_cli.pages import mapped_file
 from calibrate_cli.sorting import order_statistics
 
@@ -165,50 +164,3 @@ def test_order_statistics_refuses_ranks_out_of_range():
     with pytest.raises(ValueError):
         order_statistics(np.array([0.5]), [1])
     assert order_statistics(np.array([0.5]), []).shape == (0,)
-
-
-@pytest.mark.parametrize("dtype,shape", [(np.float32, (1001, 7)), (np.float64, (513, 3)), (np.float32, (777,))])
-def test_read_rows_reads_the_files_rows_without_mapping_them(tmp_path, dtype, shape):
-    """read_rows == slicing, for a memory-mapped .npy (pread into the thread's buffer; views that start
-    inside the file, the last rows, one row) and for arrays in memory (the slice itself)."""
-    from calibrate_cli.pages import _file_region, read_rows
-
-    a = np.random.default_rng(3).standard_normal(shape).astype(dtype)
-    np.save(tmp_path / "a.npy", a)
-    mapped = np.load(tmp_path / "a.npy", mmap_mode="r")
-    assert _file_region(mapped) is not None and _file_region(a) is None
-    for source, base in ((mapped, a), (mapped[7:], a[7:]), (a, a)):
-        for rows in (slice(0, 3), slice(5, 6), slice(100, 400), slice(len(base) - 9, len(base)), slice(0, len(base))):
-            got = read_rows(source, rows)
-            assert got.dtype == base.dtype and np.array_equal(got, base[rows])
-    assert read_rows(mapped, slice(4, 4)).shape[0] == 0
-    flat = a.reshape(-1)
-    skip = 4096 // flat.itemsize + 3  # a map that starts past the first page (np.memmap's own offset)
-    if flat.size >= skip + 50:
-        raw = np.memmap(tmp_path / "a.npy", dtype=dtype, mode="r", offset=128 + skip * flat.itemsize, shape=(50,))
-        assert np.array_equal(read_rows(raw, slice(10, 20)), flat[skip + 10 : skip + 20])
-
-
-def test_summary_of_a_mapped_file_reads_it_and_equals_the_summary_in_memory(tmp_path, monkeypatch):
-    """The pass reads a mapped file's chunks with read_rows (each thread's buffer reused chunk after
-    chunk): every number equals the pass over the same array in memory."""
-    from calibrate_cli import pages, predictions as _predictions
-    from calibrate_cli.summary import summarize
-
-    monkeypatch.setattr(_predictions, "_CHUNK_ELEMENTS", 4096)  # many chunks per thread
-    monkeypatch.setenv("CALIB_THREADS", "2")
-    rng = np.random.default_rng(4)
-    x = (rng.standard_normal((20_000, 6)) * 3).astype(np.float32)
-    y = rng.integers(0, 6, 20_000)
-    np.save(tmp_path / "x.npy", x)
-    mapped = np.load(tmp_path / "x.npy", mmap_mode="r")
-    reads = []
-    real = pages.read_rows
-    monkeypatch.setattr("calibrate_cli.summary.read_rows", lambda a, rows: reads.append(rows) or real(a, rows))
-    from_file = summarize(as_predictions(mapped, y, "logits"), sums_only=True)
-    in_memory = summarize(as_predictions(x, y, "logits"), sums_only=True)
-    assert len(reads) > 10 and pages._file_region(mapped) is not None
-    for field in ("confidences", "correct"):
-        assert np.array_equal(getattr(from_file, field), getattr(in_memory, field))
-    assert from_file.totals == in_memory.totals
-    assert np.array_equal(from_file.classwise.sum_conf, in_memory.classwise.sum_conf)
