@@ -788,6 +788,24 @@ fail:
     return 0;
 }
 
+/* The outputs conf (float64, (rows,)) and correct (bool, (rows,)) of a row kernel, taken into v, writable.
+ * Returns 0 with an exception set (the caller releases v). */
+static int
+take_conf_correct(Views *v, PyObject *o_conf, PyObject *o_correct, Py_ssize_t rows, Py_buffer **conf,
+                  Py_buffer **correct)
+{
+    int kind;
+    *conf = views_next(v);
+    TAKE(*v, o_conf, "conf", 1, KINDS_F64, 1, kind);
+    if (!check_len(*conf, "conf", 0, rows)) goto fail;
+    *correct = views_next(v);
+    TAKE(*v, o_correct, "correct", 1, KINDS_BOOL, 1, kind);
+    if (!check_len(*correct, "correct", 0, rows)) goto fail;
+    return 1;
+fail:
+    return 0;
+}
+
 /* x and out of an elementwise test hook: float64 (n,) each, out writable. Returns 0 with an exception set
  * (the caller releases v). */
 static int
@@ -832,29 +850,16 @@ py_fused_rows(PyObject *self, PyObject *args)
     int kind_scores, kind;
     Py_buffer *b_scores, *b_labels, *b_edges, *b_conf, *b_correct, *b_nll, *b_brier, *b_top5, *b_count, *b_sum_p,
         *b_sum_y;
-    b_scores = views_next(&v);
-    TAKE(v, o_scores, "scores", 2, KINDS_FLOAT, 0, kind_scores);
+    if (!take_rows(&v, o_scores, o_labels, &kind_scores, &b_scores, &b_labels)) goto fail;
     const Py_ssize_t rows = b_scores->shape[0], k = b_scores->shape[1];
-    if (k < 1) {
-        PyErr_SetString(PyExc_ValueError, "scores: expected at least one column");
-        goto fail;
-    }
     if (m < 1) {
         PyErr_SetString(PyExc_ValueError, "m: expected at least one bin");
         goto fail;
     }
-    b_labels = views_next(&v);
-    TAKE(v, o_labels, "labels", 1, KINDS_I64, 0, kind);
-    if (!check_len(b_labels, "labels", 0, rows)) goto fail;
     b_edges = views_next(&v);
     TAKE(v, o_edges, "edges", 1, KINDS_F64, 0, kind);
     if (!check_len(b_edges, "edges", 0, m + 1)) goto fail;
-    b_conf = views_next(&v);
-    TAKE(v, o_conf, "conf", 1, KINDS_F64, 1, kind);
-    if (!check_len(b_conf, "conf", 0, rows)) goto fail;
-    b_correct = views_next(&v);
-    TAKE(v, o_correct, "correct", 1, KINDS_BOOL, 1, kind);
-    if (!check_len(b_correct, "correct", 0, rows)) goto fail;
+    if (!take_conf_correct(&v, o_conf, o_correct, rows, &b_conf, &b_correct)) goto fail;
     b_nll = views_next(&v);
     TAKE(v, o_nll, "nll", 1, KINDS_F64, 1, kind);
     if (!check_len(b_nll, "nll", 0, rows)) goto fail;
@@ -1165,16 +1170,12 @@ py_top_label_rows(PyObject *self, PyObject *args)
         return NULL;
     }
     Views v = {.n = 0};
-    int kind_scores, kind;
+    int kind_scores;
     Py_buffer *b_scores, *b_labels;
     if (!take_rows(&v, o_scores, o_labels, &kind_scores, &b_scores, &b_labels)) goto fail;
     const Py_ssize_t rows = b_scores->shape[0], k = b_scores->shape[1];
-    Py_buffer *b_conf = views_next(&v);
-    TAKE(v, o_conf, "conf", 1, KINDS_F64, 1, kind);
-    if (!check_len(b_conf, "conf", 0, rows)) goto fail;
-    Py_buffer *b_correct = views_next(&v);
-    TAKE(v, o_correct, "correct", 1, KINDS_BOOL, 1, kind);
-    if (!check_len(b_correct, "correct", 0, rows)) goto fail;
+    Py_buffer *b_conf, *b_correct;
+    if (!take_conf_correct(&v, o_conf, o_correct, rows, &b_conf, &b_correct)) goto fail;
     const int use_vector = vector && is_logits && exact_exp_ok;
     TopLabel t = {
         .rows = rows, .k = k, .is_logits = is_logits,

@@ -244,8 +244,9 @@ def top_label_chunk(scores, labels, *, is_logits: bool):
     :func:`top_label_runs`): the confidence and correctness :func:`chunk_statistics` gives, bit for
     bit, without the NLL, Brier, top-5 or classwise work, for the metrics that read the top label only
     (ECE, MCE, RMS-CE, accuracy, ...). For logits the exponentials are the C library's, four at a time
-    where the CPU has AVX2 and FMA (calibrate_cli/_ckernel.c, ``exact_exp4``: the GNU C library's exp, operation for operation,
-    used where the extension's check when it loads finds it equal to this C library's exp)."""
+    where the CPU has AVX2 and FMA (calibrate_cli/_ckernel.c, ``exact_exp4``: the GNU C library's exp,
+    operation for operation, used where the extension's check when it loads finds it equal to this C
+    library's exp)."""
     scores = np.ascontiguousarray(scores)
     conf = np.empty(scores.shape[0], dtype=np.float64)
     correct = np.empty(scores.shape[0], dtype=bool)

@@ -55,6 +55,8 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 import numpy as np
 
+from .parallel import TOGETHER_SAMPLES, run_together
+
 if TYPE_CHECKING:
     from .class_samples import ClassSamples
 
@@ -430,8 +432,6 @@ def metric_values(sums: MetricSums, names: Iterable[str] | None = None) -> dict[
     specs = METRICS if names is None else [_BY_NAME[n] for n in names]
     passes = [spec for spec in specs if "samples" in spec.needs]
     done = {}
-    from .parallel import TOGETHER_SAMPLES, run_together
-
     if len(passes) > 1 and sums.samples is not None and sums.samples.conf.shape[0] >= TOGETHER_SAMPLES:
         done = dict(zip((spec.name for spec in passes), run_together(*(partial(spec.values, sums) for spec in passes))))
     return {spec.name: done[spec.name] if spec.name in done else spec.values(sums) for spec in specs}

@@ -28,8 +28,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["order_statistics", "sort_by_confidence", "pack_keys", "packable", "sort_packed", "ks_from_sorted", "PairwiseSum",
-           "PairwisePieces"]
+__all__ = [
+    "order_statistics",
+    "sort_by_confidence",
+    "pack_keys",
+    "packable",
+    "sort_packed",
+    "ks_from_sorted",
+    "PairwiseSum",
+    "PairwisePieces",
+]
 
 #: samples per piece in the chunked passes over sorted samples (bounded temporaries)
 PIECE = 1 << 18

@@ -188,7 +188,8 @@ class _Columns:
     def result(self) -> tuple[int, dict]:
         if self.filled != self.n:
             raise RowCountMismatch(f"{self.scores_name}: {self.filled} rows, but {self.n} were announced")
-        return self.n, dict(self.arrays, nll=None, brier=None, top5=None, totals=(self.sums or ColumnTotals(self.n, False)).totals())
+        sums = self.sums or ColumnTotals(self.n, False)  # no piece: nothing added
+        return self.n, dict(self.arrays, nll=None, brier=None, top5=None, totals=sums.totals())
 
 
 #: score values per sub-chunk where a chunk is computed in parts (:func:`_chunk_summaries`)

@@ -102,7 +102,8 @@ class ColumnTotals:
             self.top5_count += columns.top5_count
 
     def totals(self) -> SampleTotals:
-        return SampleTotals(self.nll.total(), self.nll_scaled.total(), self.nll_inf, self.brier.total(), self.top5_count)
+        return SampleTotals(self.nll.total(), self.nll_scaled.total(), self.nll_inf, self.brier.total(),
+                            self.top5_count)
 
 
 @dataclass(frozen=True)

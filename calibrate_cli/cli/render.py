@@ -8,14 +8,12 @@ from __future__ import annotations
 import contextlib
 import copy
 import csv
-import errno
 import io
 import json
 import math
 import os
 import sys
 from dataclasses import dataclass
-from functools import cache
 from typing import TYPE_CHECKING
 
 from ..metric_registry import METRIC_DEFINITIONS, METRIC_NAMES, METRICS
@@ -31,28 +29,18 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 
-@cache
-def _console_class() -> type:
-    """Rich's console, except that a closed pipe raises BrokenPipeError (Rich's own answer is
-    ``SystemExit(1)``, which reads as a failed gate): the CLI ends quietly with exit code 141."""
-    from rich.console import Console
-
-    class _Console(Console):
-        def on_broken_pipe(self) -> None:
-            self.quiet = True
-            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
-
-    return _Console
-
-
 def stdout_console() -> Console:
     """The console of reports on stdout; refuses a closed stdout (the report would be lost)."""
     _check_stdout()
-    return _console_class()(highlight=False)
+    from .terminal import CalibConsole
+
+    return CalibConsole(highlight=False)
 
 
 def stderr_console() -> Console:
-    return _console_class()(stderr=True, highlight=False)
+    from .terminal import CalibConsole
+
+    return CalibConsole(stderr=True, highlight=False)
 
 
 def _is_text(cell) -> bool:
@@ -93,61 +81,6 @@ def format_value(name: str, value: float | None, *, percent: bool = True) -> str
 def shown_metrics(metrics: dict) -> list[str]:
     """Metric names worth a row (top-5 only when defined: the registry's ``shown_when_undefined``)."""
     return [m for m in METRIC_NAMES if m in metrics and not (m in _HIDDEN_WHEN_UNDEFINED and metrics[m] is None)]
-
-
-#: below this many characters, a definition says too little to be worth a column: the column is dropped
-MIN_DEFINITION_WIDTH = 24
-
-
-@cache
-def fitted_table_class() -> type:
-    """FittedTable: a Rich table with one optional column (the definitions) that gives way on narrow
-    consoles.
-
-    When the console is too narrow for every cell on one line, the optional column is cut to the
-    room left (one line per row, ending in "…"), or dropped when less than ``MIN_DEFINITION_WIDTH``
-    characters are left; the other columns never wrap.
-    """
-    from rich.measure import Measurement
-    from rich.table import Table
-
-    class FittedTable(Table):
-        optional_column: str | None = None
-
-        def __rich_console__(self, console, options):
-            yield from Table.__rich_console__(self._fitted(console, options), console, options)
-
-        def _fitted(self, console, options) -> Table:
-            names = [c.header for c in self.columns]
-            if self.optional_column not in names:
-                return self
-            wide = options.update(width=10_000)
-            full = Measurement.get(console, wide, _plain(self)).maximum
-            if full <= options.max_width:
-                return self
-            index = names.index(self.optional_column)
-            table = _plain(self)
-            table.columns = [copy.copy(c) for c in self.columns]
-            optional = table.columns[index]
-            cells = [console.render_str(c) if isinstance(c, str) else c for c in (optional.header, *optional.cells)]
-            content = max(Measurement.get(console, wide, c).maximum for c in cells)
-            room = options.max_width - (full - content)
-            if room < MIN_DEFINITION_WIDTH:
-                del table.columns[index]
-            else:
-                optional.no_wrap, optional.overflow, optional.max_width = True, "ellipsis", room
-            return table
-
-    return FittedTable
-
-
-def _plain(table: Table) -> Table:
-    """A shallow copy of ``table`` as a plain Rich table."""
-    from rich.table import Table
-
-    out = copy.copy(table)
-    out.__class__ = Table
-    return out
 
 
 @dataclass(frozen=True)
@@ -202,7 +135,9 @@ def render_rows(fmt: str, columns: list[Column], rows, *, title: str | None = No
     from rich.text import Text
 
     optional = [c.header for c in columns if c.optional]
-    table = (fitted_table_class() if optional else Table)(
+    from .terminal import FittedTable
+
+    table = (FittedTable if optional else Table)(
         title=plain(title), title_justify="left", show_edge=False, pad_edge=False)
     if optional:
         table.optional_column = optional[0]
