@@ -203,6 +203,13 @@ def main() -> None:
         print(f"| {n:.0e} × {k} | " + " | ".join(cells) + f" |  (load {os.getloadavg()[0]:.1f})", flush=True)
     calib = shutil.which("calib") or str(Path(sys.executable).with_name("calib"))
     if args.whole_process:
+        # the package's bytecode compiled first, as an installed package has it (with
+        # PYTHONDONTWRITEBYTECODE set, an editable checkout recompiles its changed sources in every process)
+        import compileall
+
+        import calibrate_cli
+
+        compileall.compile_dir(Path(calibrate_cli.__file__).parent, quiet=1)
         print("\nWhole process (wall s min (+spread) / peak RSS MiB max over runs):\n")
         print("| N × K | file MiB | numpy mmap+sum | calib eval --format json | torchmetrics process | calib / numpy |"
               " torchmetrics / calib |")
