@@ -406,6 +406,9 @@ static inline Py_ssize_t
 block_prediction(const ExpBlock *b, Py_ssize_t r, double total, double conf)
 {
     const double *e = b->e + r * b->k_padded;
+    if (total != total) {
+        return 0; /* a NaN among the logits: no e_j/Σe equals conf (NaN), and the search ends at 0 */
+    }
     const Py_ssize_t first = b->first_max[r];
     const uint64_t before = first < 64 ? b->candidates[r] & (((uint64_t)1 << first) - 1) : b->candidates[r];
     if (before) {
@@ -1062,6 +1065,239 @@ DEFINE_TOP_LABEL_AVX2(f64, double)
 #endif
 
 #ifdef HAVE_AVX2
+/* ---------- rows in lanes: logits of few classes, four rows at a time ----------
+ *
+ * For K ≤ COLS_MAX_K classes a row is too short for vectors across its classes to pay (K = 10: three
+ * vectors, two lanes of padding, and per row a call of the pairwise sum, a scalar maximum and the
+ * predicted class's search). Here each of four lanes holds one row instead: four rows are loaded
+ * four classes at a time and transposed (cols4; gathers were slower on Zen 3), and every step runs on
+ * the four rows at once with the scalar loop's operations in its order, so each lane gets that row's
+ * bits:
+ *
+ * - the maximum as the scalar loop takes it (v > mx ? v : mx, and its first index),
+ * - z = x − max and exact_exp4 (the C library's exp),
+ * - Σe in numpy's pairwise order (block_sum_cols: block_sum's additions, K ≤ 128),
+ * - conf = 1/Σe, the predicted class the row's first largest logit (e = 1).
+ *
+ * Where a class before a row's first maximum has e_j ≥ 1/2, the predicted class is the first such j
+ * with e_j/Σe == conf, as top_label_of_row finds it (cols_prediction, vector divisions for those
+ * classes only). Rows with a value exact_exp4 left to the C library (|z| ≥ 512, NaN) are done again by
+ * the scalar loop. Labels out of range stop the vector loop: the scalar loop takes over at that group
+ * and reports the first bad row. */
+#define COLS_MAX_K 128
+
+/* Columns 0..k−1 of four rows (row r at base + r·k) as doubles, lane r = row r: 4 × 4 blocks loaded
+ * a row at a time and transposed (a row's last, partial block by masked loads: nothing past a row is
+ * read). */
+__attribute__((target("avx2"), always_inline)) static inline void
+cols4_f32(const float *base, Py_ssize_t k, __m256d *xcol)
+{
+    for (Py_ssize_t g = 0; g < k; g += 4) {
+        __m128 r0, r1, r2, r3;
+        if (g + 4 <= k) {
+            r0 = _mm_loadu_ps(base + g);
+            r1 = _mm_loadu_ps(base + k + g);
+            r2 = _mm_loadu_ps(base + 2 * k + g);
+            r3 = _mm_loadu_ps(base + 3 * k + g);
+        }
+        else {
+            const __m128i mask = _mm_loadu_si128((const __m128i *)TAIL_MASK32[k - g]);
+            r0 = _mm_maskload_ps(base + g, mask);
+            r1 = _mm_maskload_ps(base + k + g, mask);
+            r2 = _mm_maskload_ps(base + 2 * k + g, mask);
+            r3 = _mm_maskload_ps(base + 3 * k + g, mask);
+        }
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+        xcol[g] = _mm256_cvtps_pd(r0);
+        if (g + 1 < k) xcol[g + 1] = _mm256_cvtps_pd(r1);
+        if (g + 2 < k) xcol[g + 2] = _mm256_cvtps_pd(r2);
+        if (g + 3 < k) xcol[g + 3] = _mm256_cvtps_pd(r3);
+    }
+}
+
+__attribute__((target("avx2"), always_inline)) static inline void
+cols4_f64(const double *base, Py_ssize_t k, __m256d *xcol)
+{
+    for (Py_ssize_t g = 0; g < k; g += 4) {
+        __m256d r0, r1, r2, r3;
+        if (g + 4 <= k) {
+            r0 = _mm256_loadu_pd(base + g);
+            r1 = _mm256_loadu_pd(base + k + g);
+            r2 = _mm256_loadu_pd(base + 2 * k + g);
+            r3 = _mm256_loadu_pd(base + 3 * k + g);
+        }
+        else {
+            const __m256i mask = _mm256_loadu_si256((const __m256i *)TAIL_MASK64[k - g]);
+            r0 = _mm256_maskload_pd(base + g, mask);
+            r1 = _mm256_maskload_pd(base + k + g, mask);
+            r2 = _mm256_maskload_pd(base + 2 * k + g, mask);
+            r3 = _mm256_maskload_pd(base + 3 * k + g, mask);
+        }
+        const __m256d t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1);
+        const __m256d t2 = _mm256_unpacklo_pd(r2, r3), t3 = _mm256_unpackhi_pd(r2, r3);
+        xcol[g] = _mm256_permute2f128_pd(t0, t2, 0x20);
+        if (g + 1 < k) xcol[g + 1] = _mm256_permute2f128_pd(t1, t3, 0x20);
+        if (g + 2 < k) xcol[g + 2] = _mm256_permute2f128_pd(t0, t2, 0x31);
+        if (g + 3 < k) xcol[g + 3] = _mm256_permute2f128_pd(t1, t3, 0x31);
+    }
+}
+
+/* block_sum of n ≤ 128 values per lane (e: n vectors): the same additions in the same order. */
+__attribute__((target("avx2"), always_inline)) static inline __m256d
+block_sum_cols(const __m256d *e, Py_ssize_t n)
+{
+    if (n < 8) {
+        __m256d res = _mm256_setzero_pd();
+        for (Py_ssize_t i = 0; i < n; i++) {
+            res = _mm256_add_pd(res, e[i]);
+        }
+        return res;
+    }
+    __m256d r0 = e[0], r1 = e[1], r2 = e[2], r3 = e[3], r4 = e[4], r5 = e[5], r6 = e[6], r7 = e[7];
+    Py_ssize_t i;
+    const Py_ssize_t stop = n - (n % 8);
+    for (i = 8; i < stop; i += 8) {
+        r0 = _mm256_add_pd(r0, e[i]);
+        r1 = _mm256_add_pd(r1, e[i + 1]);
+        r2 = _mm256_add_pd(r2, e[i + 2]);
+        r3 = _mm256_add_pd(r3, e[i + 3]);
+        r4 = _mm256_add_pd(r4, e[i + 4]);
+        r5 = _mm256_add_pd(r5, e[i + 5]);
+        r6 = _mm256_add_pd(r6, e[i + 6]);
+        r7 = _mm256_add_pd(r7, e[i + 7]);
+    }
+    __m256d res = _mm256_add_pd(_mm256_add_pd(_mm256_add_pd(r0, r1), _mm256_add_pd(r2, r3)),
+                                _mm256_add_pd(_mm256_add_pd(r4, r5), _mm256_add_pd(r6, r7)));
+    for (; i < n; i++) {
+        res = _mm256_add_pd(res, e[i]);
+    }
+    return res;
+}
+
+/* Whether labels[0..3] all lie in [0, k). */
+static inline int
+labels4_ok(const int64_t *y, Py_ssize_t k)
+{
+    return ((uint64_t)y[0] < (uint64_t)k) & ((uint64_t)y[1] < (uint64_t)k) & ((uint64_t)y[2] < (uint64_t)k)
+           & ((uint64_t)y[3] < (uint64_t)k);
+}
+
+/* Four rows' logits (row r at base + r·k): their maximum as the scalar loop takes it and its first index
+ * (as doubles), e = exp(x − max) (K vectors, ecol); returns the lanes exact_exp4 left to the C library.
+ * before[j]: the lanes whose e_j ≥ 1/2 with j before their first maximum; *any_before: their union. */
+#define DEFINE_COLS_EXP(SUFFIX, T)                                                                         \
+    __attribute__((target("avx2,fma"), always_inline)) static inline unsigned cols_exp_##SUFFIX(            \
+        const T *base, Py_ssize_t k, __m256d *ecol, __m256d *first_out, unsigned char *before,             \
+        unsigned *any_before)                                                                                \
+    {                                                                                                        \
+        __m256d xcol[COLS_MAX_K];                                                                            \
+        cols4_##SUFFIX(base, k, xcol);                                                                       \
+        __m256d mx = xcol[0], first = _mm256_setzero_pd();                                                   \
+        for (Py_ssize_t j = 1; j < k; j++) {                                                                 \
+            const __m256d gt = _mm256_cmp_pd(xcol[j], mx, _CMP_GT_OQ);                                       \
+            first = _mm256_blendv_pd(first, _mm256_set1_pd((double)j), gt);                                  \
+            mx = _mm256_blendv_pd(mx, xcol[j], gt);                                                          \
+        }                                                                                                    \
+        int redo_lanes = 0;                                                                                  \
+        unsigned any = 0;                                                                                    \
+        const __m256d half = _mm256_set1_pd(0.5);                                                            \
+        for (Py_ssize_t j = 0; j < k; j++) {                                                                 \
+            int redo;                                                                                        \
+            const __m256d e = exact_exp4(_mm256_sub_pd(xcol[j], mx), &redo);                                 \
+            ecol[j] = e;                                                                                     \
+            redo_lanes |= redo;                                                                              \
+            const unsigned cand = (unsigned)_mm256_movemask_pd(_mm256_and_pd(                                \
+                _mm256_cmp_pd(e, half, _CMP_GE_OQ), _mm256_cmp_pd(_mm256_set1_pd((double)j), first, _CMP_LT_OQ))); \
+            before[j] = (unsigned char)cand;                                                                 \
+            any |= cand;                                                                                     \
+        }                                                                                                    \
+        *first_out = first;                                                                                  \
+        *any_before = any;                                                                                   \
+        return (unsigned)redo_lanes;                                                                         \
+    }
+DEFINE_COLS_EXP(f32, float)
+DEFINE_COLS_EXP(f64, double)
+
+/* The rows from `done` on by the scalar loop (the rest of a vector loop, or one slow row). */
+#define DEFINE_TOP_LABEL_REST(SUFFIX, T)                                                           \
+    static void top_label_rest_##SUFFIX(TopLabel *t, const T *scores, Py_ssize_t done, Py_ssize_t rows) \
+    {                                                                                                  \
+        TopLabel rest = *t;                                                                            \
+        rest.rows = rows;                                                                              \
+        rest.labels += done;                                                                           \
+        rest.conf += done;                                                                             \
+        rest.correct += done;                                                                          \
+        top_label_scalar_##SUFFIX(&rest, scores + done * t->k);                                        \
+        if (rest.bad_row >= 0) {                                                                       \
+            t->bad_row = rest.bad_row + done;                                                          \
+        }                                                                                              \
+    }
+DEFINE_TOP_LABEL_REST(f32, float)
+DEFINE_TOP_LABEL_REST(f64, double)
+
+/* The predicted class of four rows (lanes) from their first maxima: in the lanes of any_before, the first
+ * j with e_j/Σe == conf among the candidates before[j] (top_label_of_row's search), else the first
+ * maximum. */
+__attribute__((target("avx2"), always_inline)) static inline __m256d
+cols_prediction(const __m256d *ecol, Py_ssize_t k, __m256d first, __m256d total, __m256d conf,
+                const unsigned char *before, unsigned any_before)
+{
+    __m256d best = first;
+    for (Py_ssize_t j = 0; any_before && j < k; j++) {
+        const unsigned cand = before[j] & any_before;
+        if (cand) {
+            const unsigned hit = cand & (unsigned)_mm256_movemask_pd(
+                _mm256_cmp_pd(_mm256_div_pd(ecol[j], total), conf, _CMP_EQ_OQ));
+            const __m256i lanes = _mm256_cmpgt_epi64(
+                _mm256_and_si256(_mm256_set1_epi64x(hit), _mm256_set_epi64x(8, 4, 2, 1)), _mm256_setzero_si256());
+            best = _mm256_blendv_pd(best, _mm256_set1_pd((double)j), _mm256_castsi256_pd(lanes));
+            any_before &= ~hit;
+        }
+    }
+    return best;
+}
+
+/* top_label_rows for logits of 2 ≤ K ≤ COLS_MAX_K classes, rows in lanes: the scalar loop's bits. */
+#define DEFINE_TOP_LABEL_COLS(SUFFIX, T)                                                                 \
+    __attribute__((target("avx2,fma"))) static void top_label_cols_##SUFFIX(TopLabel *t, const T *scores) \
+    {                                                                                                    \
+        const Py_ssize_t k = t->k, rows = t->rows;                                                       \
+        __m256d ecol[COLS_MAX_K];                                                                        \
+        unsigned char before[COLS_MAX_K];                                                                \
+        Py_ssize_t i = 0;                                                                                \
+        for (; i + 4 <= rows && labels4_ok(t->labels + i, k); i += 4) {                                  \
+            __m256d first;                                                                               \
+            unsigned any_before;                                                                         \
+            const unsigned redo = cols_exp_##SUFFIX(scores + i * k, k, ecol, &first, before, &any_before); \
+            const __m256d total = block_sum_cols(ecol, k);                                               \
+            const __m256d conf = _mm256_div_pd(_mm256_set1_pd(1.0), total);                              \
+            _mm256_storeu_pd(t->conf + i, conf);                                                         \
+            const __m256d best = cols_prediction(ecol, k, first, total, conf, before, any_before);       \
+            double bests[4];                                                                             \
+            _mm256_storeu_pd(bests, best);                                                               \
+            const int64_t *y = t->labels + i;                                                            \
+            for (int r = 0; r < 4; r++) {                                                                \
+                t->correct[i + r] = (int64_t)bests[r] == y[r];                                           \
+            }                                                                                            \
+            if (redo) {                                                                                  \
+                _mm256_zeroupper(); /* the scalar loop calls the C library's exp (SSE code) */           \
+                for (int r = 0; r < 4; r++) {                                                            \
+                    if (redo >> r & 1) {                                                                 \
+                        top_label_rest_##SUFFIX(t, scores, i + r, 1);                                    \
+                    }                                                                                    \
+                }                                                                                        \
+            }                                                                                            \
+        }                                                                                                \
+        _mm256_zeroupper();                                                                              \
+        if (i < rows) {                                                                                  \
+            top_label_rest_##SUFFIX(t, scores, i, rows - i);                                             \
+        }                                                                                                \
+    }
+DEFINE_TOP_LABEL_COLS(f32, float)
+DEFINE_TOP_LABEL_COLS(f64, double)
+#endif
+
+#ifdef HAVE_AVX2
 /* At import (on a CPU with AVX2 and FMA): whether exact_exp4 equals this C library's exp on 65,536
  * values over its whole range (every table entry, both signs, near 0 and beyond ±512). A C library
  * that computes exp otherwise (another algorithm or constants, multiply-adds not fused) differs on
@@ -1197,7 +1433,13 @@ py_top_label_rows(PyObject *self, PyObject *args)
 #endif
     Py_BEGIN_ALLOW_THREADS
 #ifdef HAVE_AVX2
-    if (use_vector && kind_scores == K_F32) {
+    if (use_vector && k >= 2 && k <= COLS_MAX_K && kind_scores == K_F32) {
+        top_label_cols_f32(&t, (const float *)b_scores->buf);
+    }
+    else if (use_vector && k >= 2 && k <= COLS_MAX_K) {
+        top_label_cols_f64(&t, (const double *)b_scores->buf);
+    }
+    else if (use_vector && kind_scores == K_F32) {
         top_label_avx2_f32(&t, (const float *)b_scores->buf);
     }
     else if (use_vector) {

@@ -831,6 +831,49 @@ def test_top_label_rows_equal_fused_rows_bit_for_bit(dtype, k):
             assert np.array_equal(correct, want_correct)
 
 
+def _lanes_adversarial(n, k, dtype, rng):
+    """Logits for the rows-in-lanes loop: random rows, tied maxima, a class before the maximum with
+    e ≥ 1/2 (the prediction's search), e = 1 below the maximum, values 512 and more below the
+    maximum and ±inf/NaN (those rows left to the C library's exp), labels of the first maximum."""
+    x = rng.standard_normal((n, k)) * 4
+    x[: n // 5] = np.round(x[: n // 5])
+    rows = np.arange(n)
+    top = x.argmax(axis=1)
+    if k > 1:
+        x[1::7, 0] = x[1::7].max(axis=1) - rng.uniform(0, 0.7, len(rows[1::7]))  # e_0 ≥ 1/2 before the max
+        x[2::11, 0] = x[2::11].max(axis=1) * (1 - 1e-16)  # e_0 = 1.0, below the maximum
+        x[3::13, -1] = x[3::13].max(axis=1) - 600.0  # one exp left to the C library
+        x[5::17, 1] = -np.inf
+    x[6::19, 0] = np.inf
+    x[7::23, k - 1] = np.nan
+    y = rng.integers(0, k, n)
+    y[::3] = top[::3]
+    return np.ascontiguousarray(x.astype(dtype)), y.astype(np.int64)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 33, 127, 128, 129])
+def test_top_label_rows_rows_in_lanes_equal_the_scalar_loop(dtype, k):
+    """The vector loop for few classes (four rows at a time, one per lane; K ≤ 32) against the scalar
+    loop, bit for bit: row counts that leave 1-3 rows over, every kind of slow lane, and a bad label
+    in the middle of a group of four (the same first bad row reported)."""
+    rng = np.random.default_rng(1000 + k)
+    for n in (1, 3, 4, 5, 6, 7, 1001, 1003):
+        scores, labels = _lanes_adversarial(n, k, dtype, rng)
+        got = []
+        for vector in (True, False):
+            conf, correct = np.full(n, -1.0), np.zeros(n, dtype=bool)
+            with np.errstate(invalid="ignore"):
+                ck.top_label_rows(scores, labels, True, conf, correct, vector)
+            got.append((_bits(conf), correct))
+        assert np.array_equal(got[0][0], got[1][0]) and np.array_equal(got[0][1], got[1][1]), n
+    scores, labels = _lanes_adversarial(12, k, dtype, rng)
+    labels[6], labels[9] = k, -1
+    for vector in (True, False):
+        with pytest.raises(ValueError, match=rf"labels\[6\] = {k}"):
+            ck.top_label_rows(scores, labels, True, np.empty(12), np.empty(12, dtype=bool), vector)
+
+
 def test_top_label_rows_refuse_bad_arguments():
     z = np.zeros((3, 4))
     conf, correct = np.empty(3), np.empty(3, dtype=bool)
