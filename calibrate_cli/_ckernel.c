@@ -492,6 +492,188 @@ DEFINE_EXP_BLOCK(f32, float)
 DEFINE_EXP_BLOCK(f64, double)
 #endif
 
+#ifdef HAVE_AVX2
+/* ---------- rows in lanes: logits of few classes, four rows at a time ----------
+ *
+ * For K ≤ COLS_MAX_K classes a row is too short for vectors across its classes to pay (K = 10: three
+ * vectors, two lanes of padding, and per row a call of the pairwise sum, a scalar maximum and the
+ * predicted class's search). Here each of four lanes holds one row instead: four rows are loaded
+ * four classes at a time and transposed (cols4; gathers were slower on Zen 3), and every step runs on
+ * the four rows at once with the scalar loop's operations in its order, so each lane gets that row's
+ * bits:
+ *
+ * - the maximum as the scalar loop takes it (v > mx ? v : mx, and its first index),
+ * - z = x − max and exact_exp4 (the C library's exp),
+ * - Σe in numpy's pairwise order (block_sum_cols: block_sum's additions, K ≤ 128),
+ * - conf = 1/Σe, the predicted class the row's first largest logit (e = 1).
+ *
+ * Where a class before a row's first maximum has e_j ≥ 1/2, the predicted class is the first such j
+ * with e_j/Σe == conf, as top_label_of_row finds it (cols_prediction, vector divisions for those
+ * classes only). Rows with a value exact_exp4 left to the C library (|z| ≥ 512, NaN) are done again by
+ * the scalar loop. Labels out of range stop the vector loop: the scalar loop takes over at that group
+ * and reports the first bad row. */
+#define COLS_MAX_K 128
+
+/* Columns 0..k−1 of four rows (row r at base + r·k) as doubles, lane r = row r: 4 × 4 blocks loaded
+ * a row at a time and transposed (a row's last, partial block by masked loads: nothing past a row is
+ * read). */
+__attribute__((target("avx2"), always_inline)) static inline void
+cols4_f32(const float *base, Py_ssize_t k, __m256d *xcol)
+{
+    for (Py_ssize_t g = 0; g < k; g += 4) {
+        __m128 r0, r1, r2, r3;
+        if (g + 4 <= k) {
+            r0 = _mm_loadu_ps(base + g);
+            r1 = _mm_loadu_ps(base + k + g);
+            r2 = _mm_loadu_ps(base + 2 * k + g);
+            r3 = _mm_loadu_ps(base + 3 * k + g);
+        }
+        else {
+            const __m128i mask = _mm_loadu_si128((const __m128i *)TAIL_MASK32[k - g]);
+            r0 = _mm_maskload_ps(base + g, mask);
+            r1 = _mm_maskload_ps(base + k + g, mask);
+            r2 = _mm_maskload_ps(base + 2 * k + g, mask);
+            r3 = _mm_maskload_ps(base + 3 * k + g, mask);
+        }
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+        xcol[g] = _mm256_cvtps_pd(r0);
+        if (g + 1 < k) xcol[g + 1] = _mm256_cvtps_pd(r1);
+        if (g + 2 < k) xcol[g + 2] = _mm256_cvtps_pd(r2);
+        if (g + 3 < k) xcol[g + 3] = _mm256_cvtps_pd(r3);
+    }
+}
+
+__attribute__((target("avx2"), always_inline)) static inline void
+cols4_f64(const double *base, Py_ssize_t k, __m256d *xcol)
+{
+    for (Py_ssize_t g = 0; g < k; g += 4) {
+        __m256d r0, r1, r2, r3;
+        if (g + 4 <= k) {
+            r0 = _mm256_loadu_pd(base + g);
+            r1 = _mm256_loadu_pd(base + k + g);
+            r2 = _mm256_loadu_pd(base + 2 * k + g);
+            r3 = _mm256_loadu_pd(base + 3 * k + g);
+        }
+        else {
+            const __m256i mask = _mm256_loadu_si256((const __m256i *)TAIL_MASK64[k - g]);
+            r0 = _mm256_maskload_pd(base + g, mask);
+            r1 = _mm256_maskload_pd(base + k + g, mask);
+            r2 = _mm256_maskload_pd(base + 2 * k + g, mask);
+            r3 = _mm256_maskload_pd(base + 3 * k + g, mask);
+        }
+        const __m256d t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1);
+        const __m256d t2 = _mm256_unpacklo_pd(r2, r3), t3 = _mm256_unpackhi_pd(r2, r3);
+        xcol[g] = _mm256_permute2f128_pd(t0, t2, 0x20);
+        if (g + 1 < k) xcol[g + 1] = _mm256_permute2f128_pd(t1, t3, 0x20);
+        if (g + 2 < k) xcol[g + 2] = _mm256_permute2f128_pd(t0, t2, 0x31);
+        if (g + 3 < k) xcol[g + 3] = _mm256_permute2f128_pd(t1, t3, 0x31);
+    }
+}
+
+/* block_sum of n ≤ 128 values per lane (e: n vectors): the same additions in the same order. */
+__attribute__((target("avx2"), always_inline)) static inline __m256d
+block_sum_cols(const __m256d *e, Py_ssize_t n)
+{
+    if (n < 8) {
+        __m256d res = _mm256_setzero_pd();
+        for (Py_ssize_t i = 0; i < n; i++) {
+            res = _mm256_add_pd(res, e[i]);
+        }
+        return res;
+    }
+    __m256d r0 = e[0], r1 = e[1], r2 = e[2], r3 = e[3], r4 = e[4], r5 = e[5], r6 = e[6], r7 = e[7];
+    Py_ssize_t i;
+    const Py_ssize_t stop = n - (n % 8);
+    for (i = 8; i < stop; i += 8) {
+        r0 = _mm256_add_pd(r0, e[i]);
+        r1 = _mm256_add_pd(r1, e[i + 1]);
+        r2 = _mm256_add_pd(r2, e[i + 2]);
+        r3 = _mm256_add_pd(r3, e[i + 3]);
+        r4 = _mm256_add_pd(r4, e[i + 4]);
+        r5 = _mm256_add_pd(r5, e[i + 5]);
+        r6 = _mm256_add_pd(r6, e[i + 6]);
+        r7 = _mm256_add_pd(r7, e[i + 7]);
+    }
+    __m256d res = _mm256_add_pd(_mm256_add_pd(_mm256_add_pd(r0, r1), _mm256_add_pd(r2, r3)),
+                                _mm256_add_pd(_mm256_add_pd(r4, r5), _mm256_add_pd(r6, r7)));
+    for (; i < n; i++) {
+        res = _mm256_add_pd(res, e[i]);
+    }
+    return res;
+}
+
+/* Whether labels[0..3] all lie in [0, k). */
+static inline int
+labels4_ok(const int64_t *y, Py_ssize_t k)
+{
+    return ((uint64_t)y[0] < (uint64_t)k) & ((uint64_t)y[1] < (uint64_t)k) & ((uint64_t)y[2] < (uint64_t)k)
+           & ((uint64_t)y[3] < (uint64_t)k);
+}
+
+/* Four rows' logits (row r at base + r·k): their maximum as the scalar loop takes it and its first index
+ * (as doubles), e = exp(x − max) (K vectors, ecol; z = x − max in zcol unless NULL); returns the lanes
+ * exact_exp4 left to the C library.
+ * before[j]: the lanes whose e_j ≥ 1/2 with j before their first maximum; *any_before: their union. */
+#define DEFINE_COLS_EXP(SUFFIX, T)                                                                         \
+    __attribute__((target("avx2,fma"), always_inline)) static inline unsigned cols_exp_##SUFFIX(            \
+        const T *base, Py_ssize_t k, __m256d *ecol, __m256d *zcol, __m256d *first_out, unsigned char *before, \
+        unsigned *any_before)                                                                                \
+    {                                                                                                        \
+        __m256d xcol[COLS_MAX_K];                                                                            \
+        cols4_##SUFFIX(base, k, xcol);                                                                       \
+        __m256d mx = xcol[0], first = _mm256_setzero_pd();                                                   \
+        for (Py_ssize_t j = 1; j < k; j++) {                                                                 \
+            const __m256d gt = _mm256_cmp_pd(xcol[j], mx, _CMP_GT_OQ);                                       \
+            first = _mm256_blendv_pd(first, _mm256_set1_pd((double)j), gt);                                  \
+            mx = _mm256_blendv_pd(mx, xcol[j], gt);                                                          \
+        }                                                                                                    \
+        int redo_lanes = 0;                                                                                  \
+        unsigned any = 0;                                                                                    \
+        const __m256d half = _mm256_set1_pd(0.5);                                                            \
+        for (Py_ssize_t j = 0; j < k; j++) {                                                                 \
+            int redo;                                                                                        \
+            const __m256d z = _mm256_sub_pd(xcol[j], mx);                                                    \
+            const __m256d e = exact_exp4(z, &redo);                                                          \
+            ecol[j] = e;                                                                                     \
+            if (zcol != NULL) {                                                                              \
+                zcol[j] = z;                                                                                 \
+            }                                                                                                \
+            redo_lanes |= redo;                                                                              \
+            const unsigned cand = (unsigned)_mm256_movemask_pd(_mm256_and_pd(                                \
+                _mm256_cmp_pd(e, half, _CMP_GE_OQ), _mm256_cmp_pd(_mm256_set1_pd((double)j), first, _CMP_LT_OQ))); \
+            before[j] = (unsigned char)cand;                                                                 \
+            any |= cand;                                                                                     \
+        }                                                                                                    \
+        *first_out = first;                                                                                  \
+        *any_before = any;                                                                                   \
+        return (unsigned)redo_lanes;                                                                         \
+    }
+DEFINE_COLS_EXP(f32, float)
+DEFINE_COLS_EXP(f64, double)
+
+/* The predicted class of four rows (lanes) from their first maxima: in the lanes of any_before, the first
+ * j with e_j/Σe == conf among the candidates before[j] (top_label_of_row's search), else the first
+ * maximum. */
+__attribute__((target("avx2"), always_inline)) static inline __m256d
+cols_prediction(const __m256d *ecol, Py_ssize_t k, __m256d first, __m256d total, __m256d conf,
+                const unsigned char *before, unsigned any_before)
+{
+    __m256d best = first;
+    for (Py_ssize_t j = 0; any_before && j < k; j++) {
+        const unsigned cand = before[j] & any_before;
+        if (cand) {
+            const unsigned hit = cand & (unsigned)_mm256_movemask_pd(
+                _mm256_cmp_pd(_mm256_div_pd(ecol[j], total), conf, _CMP_EQ_OQ));
+            const __m256i lanes = _mm256_cmpgt_epi64(
+                _mm256_and_si256(_mm256_set1_epi64x(hit), _mm256_set_epi64x(8, 4, 2, 1)), _mm256_setzero_si256());
+            best = _mm256_blendv_pd(best, _mm256_set1_pd((double)j), _mm256_castsi256_pd(lanes));
+            any_before &= ~hit;
+        }
+    }
+    return best;
+}
+#endif
+
 /* ---------- fused_rows ---------- */
 
 typedef struct {
@@ -607,6 +789,29 @@ DEFINE_FUSED_ROWS(fused_rows_f32, float)
 DEFINE_FUSED_ROWS(fused_rows_f64, double)
 
 #ifdef HAVE_AVX2
+/* The rows done..done + rows − 1 by the scalar loop (the rest of a vector loop, or a group of four
+ * with a value exact_exp4 left to the C library), adding into the same classwise cells. */
+#define DEFINE_FUSED_REST(SUFFIX, T)                                                                  \
+    static void fused_rest_##SUFFIX(Fused *f, const T *scores, Py_ssize_t done, Py_ssize_t rows)       \
+    {                                                                                                 \
+        Fused rest = *f;                                                                              \
+        rest.rows = rows;                                                                             \
+        rest.labels += done;                                                                          \
+        rest.conf += done;                                                                            \
+        rest.correct += done;                                                                         \
+        rest.nll += done;                                                                             \
+        rest.brier += done;                                                                           \
+        if (f->want_top5) {                                                                           \
+            rest.top5 += done;                                                                        \
+        }                                                                                             \
+        fused_rows_##SUFFIX(&rest, scores + done * f->k);                                             \
+        if (rest.bad_row >= 0) {                                                                      \
+            f->bad_row = rest.bad_row + done;                                                         \
+        }                                                                                             \
+    }
+DEFINE_FUSED_REST(f32, float)
+DEFINE_FUSED_REST(f64, double)
+
 /* fused_rows for logits in blocks of rows, the same numbers bit for bit, four classes at a time:
  *
  * - exp_block: each row's maximum, z = x − max and e = exp(z) (the C library's, exact_exp4);
@@ -662,6 +867,14 @@ typedef struct {
                 }                                                                                        \
                 const double *e = blk->e + (i - start) * kp, *z = blk->z + (i - start) * kp;             \
                 _mm256_zeroupper(); /* before calling SSE code: 8× slower calls without (measured) */    \
+                unsigned redone = 0;                                                                     \
+                for (Py_ssize_t g = 0; g < groups; g++) {                                                \
+                    redone |= blk->masks[(i - start) * groups + g];                                      \
+                }                                                                                        \
+                if (redone) { /* a value left to the C library (|z| ≥ 512, NaN): the scalar loop's row */ \
+                    fused_rest_##SUFFIX(f, scores, i, 1);                                                \
+                    continue;                                                                            \
+                }                                                                                        \
                 const double total = pairwise_sum(e, k), c = 1.0 / total;                                \
                 const Py_ssize_t best = block_prediction(blk, i - start, total, c);                      \
                 conf[i] = c;                                                                             \
@@ -728,6 +941,154 @@ typedef struct {
     }
 DEFINE_FUSED_AVX2(f32, float)
 DEFINE_FUSED_AVX2(f64, double)
+
+/* ---------- fused_rows with rows in lanes ---------- */
+
+/* Rows whose NLL waits for its logarithm: the C library's log is called after their vector loop. */
+#define FUSED_COLS_BLOCK 64
+
+/* fused_rows for logits of 2 ≤ K ≤ COLS_MAX_K classes, four rows at a time, one per lane, the scalar
+ * loop's numbers bit for bit:
+ *
+ * - cols_exp, block_sum_cols and cols_prediction as in top_label_cols: e, Σe, conf = 1/Σe and the
+ *   predicted class (p = e/Σe is largest at e = 1);
+ * - class after class on the four rows: p = e/Σe (vector division), Brier's (p − [j = y])² added in
+ *   the scalar loop's order, the top-5 rank by comparisons of z against z_y, and the classwise bin
+ *   of p as fused_avx2 finds it (FUSED_BIN_DELTA; lanes near an edge by UNIFORM_BIN_CANDIDATE), each p
+ *   added into its cell in row order (a cell belongs to one class, and the lanes go in row order);
+ * - NLL = −(z_y − log Σe), the logs after each block of FUSED_COLS_BLOCK rows (no call in the vector loop).
+ *
+ * A group of four rows with a value exact_exp4 left to the C library (|z| ≥ 512, NaN) is done by the
+ * scalar loop in its place; a label out of range stops the vector loop (the scalar loop takes over at
+ * that group and reports the first bad row). Used only with the edges b/M (fused_vector_bins_ok). */
+#define DEFINE_FUSED_COLS(SUFFIX, T)                                                                       \
+    __attribute__((target("avx2,fma"))) static void fused_cols_##SUFFIX(Fused *f, const T *scores)          \
+    {                                                                                                      \
+        const Py_ssize_t k = f->k, m = f->m, rows = f->rows;                                               \
+        const int want_top5 = f->want_top5, classwise = f->classwise;                                      \
+        const int64_t *restrict labels = f->labels;                                                        \
+        const double *restrict edges = f->edges;                                                           \
+        double *restrict conf = f->conf, *restrict nll = f->nll, *restrict brier = f->brier;               \
+        unsigned char *restrict correct = f->correct, *restrict top5 = f->top5;                            \
+        int64_t *restrict count = f->count;                                                                \
+        double *restrict sum_p = f->sum_p, *restrict sum_y = f->sum_y;                                     \
+        __m256d ecol[COLS_MAX_K], zcol[COLS_MAX_K];                                                        \
+        unsigned char before[COLS_MAX_K];                                                                  \
+        int32_t group_cells[4 * COLS_MAX_K]; /* class j of row r: group_cells[4j + r], its p group_p[4j + r] */ \
+        double group_p[4 * COLS_MAX_K];                                                                    \
+        double z_y[FUSED_COLS_BLOCK];                                                                      \
+        unsigned char waiting[FUSED_COLS_BLOCK / 4];                                                       \
+        const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();                               \
+        const __m256d vm = _mm256_set1_pd((double)m), top_bin = _mm256_set1_pd((double)(m - 1));           \
+        const __m256d delta = _mm256_set1_pd(FUSED_BIN_DELTA), half = _mm256_set1_pd(0.5);                 \
+        const __m256d abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));            \
+        Py_ssize_t i = 0;                                                                                  \
+        int stopped = 0;                                                                                   \
+        while (!stopped && i + 4 <= rows) {                                                                \
+            const Py_ssize_t block = i, block_end = i + FUSED_COLS_BLOCK < rows ? i + FUSED_COLS_BLOCK : rows; \
+            for (; i + 4 <= block_end; i += 4) {                                                           \
+                const int64_t *y = labels + i;                                                             \
+                const Py_ssize_t group = (i - block) / 4;                                                  \
+                if (!labels4_ok(y, k)) {                                                                   \
+                    stopped = 1;                                                                           \
+                    break;                                                                                 \
+                }                                                                                          \
+                __m256d first;                                                                             \
+                unsigned any_before;                                                                       \
+                if (cols_exp_##SUFFIX(scores + i * k, k, ecol, zcol, &first, before, &any_before)) {       \
+                    _mm256_zeroupper(); /* the scalar loop calls the C library (SSE code) */               \
+                    fused_rest_##SUFFIX(f, scores, i, 4);                                                  \
+                    waiting[group] = 0;                                                                    \
+                    continue;                                                                              \
+                }                                                                                          \
+                waiting[group] = 1;                                                                        \
+                const __m256d total = block_sum_cols(ecol, k);                                             \
+                const __m256d c = _mm256_div_pd(one, total);                                               \
+                _mm256_storeu_pd(conf + i, c);                                                             \
+                _mm256_storeu_pd(nll + i, total); /* its log taken after the block */                      \
+                double bests[4];                                                                           \
+                _mm256_storeu_pd(bests, cols_prediction(ecol, k, first, total, c, before, any_before));    \
+                double *zy = z_y + (i - block);                                                            \
+                for (int r = 0; r < 4; r++) {                                                              \
+                    correct[i + r] = (int64_t)bests[r] == y[r];                                            \
+                    zy[r] = ((const double *)&zcol[y[r]])[r];                                              \
+                }                                                                                          \
+                const __m256d yv = _mm256_setr_pd((double)y[0], (double)y[1], (double)y[2], (double)y[3]);  \
+                const __m256d zyv = _mm256_loadu_pd(zy);                                                   \
+                __m256d acc = zero;                                                                        \
+                __m256i rank = _mm256_setzero_si256();                                                     \
+                for (Py_ssize_t j = 0; j < k; j++) {                                                       \
+                    const __m256d jv = _mm256_set1_pd((double)j);                                          \
+                    const __m256d pv = _mm256_div_pd(ecol[j], total);                                      \
+                    const __m256d is_y = _mm256_cmp_pd(jv, yv, _CMP_EQ_OQ);                                \
+                    const __m256d d = _mm256_sub_pd(pv, _mm256_and_pd(is_y, one));                         \
+                    acc = _mm256_add_pd(acc, _mm256_mul_pd(d, d));                                         \
+                    if (want_top5) {                                                                       \
+                        const __m256d above = _mm256_or_pd(                                                \
+                            _mm256_cmp_pd(zcol[j], zyv, _CMP_GT_OQ),                                       \
+                            _mm256_and_pd(_mm256_cmp_pd(zcol[j], zyv, _CMP_EQ_OQ),                         \
+                                          _mm256_cmp_pd(jv, yv, _CMP_LT_OQ)));                             \
+                        rank = _mm256_sub_epi64(rank, _mm256_castpd_si256(above));                         \
+                    }                                                                                      \
+                    if (classwise) {                                                                       \
+                        const __m256d t = _mm256_mul_pd(pv, vm);                                           \
+                        const __m256d near = _mm256_round_pd(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); \
+                        const __m256d clear = _mm256_or_pd(                                                \
+                            _mm256_cmp_pd(_mm256_and_pd(_mm256_sub_pd(t, near), abs_mask), delta, _CMP_GT_OQ), \
+                            _mm256_cmp_pd(near, half, _CMP_LT_OQ));                                        \
+                        const __m256d bin = _mm256_min_pd(                                                 \
+                            _mm256_max_pd(_mm256_sub_pd(_mm256_round_pd(t, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC), one), \
+                                          zero), top_bin);                                                 \
+                        int32_t *cells = group_cells + 4 * j;                                              \
+                        double *p = group_p + 4 * j;                                                       \
+                        _mm_storeu_si128((__m128i *)cells, _mm_add_epi32(_mm256_cvttpd_epi32(bin),         \
+                                                                         _mm_set1_epi32((int)(j * m))));    \
+                        _mm256_storeu_pd(p, pv);                                                           \
+                        for (unsigned near_edge = ~(unsigned)_mm256_movemask_pd(clear) & 15u; near_edge;   \
+                             near_edge &= near_edge - 1) {                                                 \
+                            const int r = __builtin_ctz(near_edge);                                        \
+                            int64_t b;                                                                     \
+                            UNIFORM_BIN_CANDIDATE(p[r], m, edges, b);                                      \
+                            b = b > m - 1 ? m - 1 : (b < 0 ? 0 : b);                                       \
+                            cells[r] = (int32_t)(j * m + b);                                               \
+                        }                                                                                  \
+                    }                                                                                      \
+                }                                                                                          \
+                if (classwise) {                                                                           \
+                    /* row after row, class after class (a row's cells are distinct: no chain through     \
+                     * memory from one addition to the next); each cell, of one class, gets its rows in order */ \
+                    for (int r = 0; r < 4; r++) {                                                          \
+                        for (Py_ssize_t j = 0; j < k; j++) {                                               \
+                            count[group_cells[4 * j + r]] += 1;                                            \
+                            sum_p[group_cells[4 * j + r]] += group_p[4 * j + r];                           \
+                        }                                                                                  \
+                        sum_y[group_cells[4 * y[r] + r]] += 1.0;                                           \
+                    }                                                                                      \
+                }                                                                                          \
+                _mm256_storeu_pd(brier + i, acc);                                                          \
+                if (want_top5) {                                                                           \
+                    int64_t ranks[4];                                                                      \
+                    _mm256_storeu_si256((__m256i *)ranks, rank);                                           \
+                    for (int r = 0; r < 4; r++) {                                                          \
+                        top5[i + r] = ranks[r] < 5;                                                        \
+                    }                                                                                      \
+                }                                                                                          \
+            }                                                                                              \
+            _mm256_zeroupper(); /* before the C library's log (SSE code) */                               \
+            for (Py_ssize_t g = 0; g < (i - block) / 4; g++) {                                             \
+                if (waiting[g]) {                                                                          \
+                    for (Py_ssize_t r = block + 4 * g; r < block + 4 * g + 4; r++) {                       \
+                        nll[r] = -(z_y[r - block] - log(nll[r]));                                          \
+                    }                                                                                      \
+                }                                                                                          \
+            }                                                                                              \
+        }                                                                                                  \
+        if (i < rows) {                                                                                    \
+            fused_rest_##SUFFIX(f, scores, i, rows - i);                                                   \
+        }                                                                                                  \
+    }
+DEFINE_FUSED_COLS(f32, float)
+DEFINE_FUSED_COLS(f64, double)
 
 /* Whether fused_avx2 may run on these bins: the edges are b/M (each the float64 nearest to it, as
  * binning.uniform_edges makes them), M ≤ FUSED_VECTOR_MAX_BINS, and every cell index fits an int32. */
@@ -918,7 +1279,13 @@ py_fused_rows(PyObject *self, PyObject *args)
 #endif
     Py_BEGIN_ALLOW_THREADS
 #ifdef HAVE_AVX2
-    if (use_vector && kind_scores == K_F32) {
+    if (use_vector && k >= 2 && k <= COLS_MAX_K && kind_scores == K_F32) {
+        fused_cols_f32(&f, (const float *)b_scores->buf);
+    }
+    else if (use_vector && k >= 2 && k <= COLS_MAX_K) {
+        fused_cols_f64(&f, (const double *)b_scores->buf);
+    }
+    else if (use_vector && kind_scores == K_F32) {
         fused_avx2_f32(&f, &block, &row, (const float *)b_scores->buf);
     }
     else if (use_vector) {
@@ -1065,159 +1432,6 @@ DEFINE_TOP_LABEL_AVX2(f64, double)
 #endif
 
 #ifdef HAVE_AVX2
-/* ---------- rows in lanes: logits of few classes, four rows at a time ----------
- *
- * For K ≤ COLS_MAX_K classes a row is too short for vectors across its classes to pay (K = 10: three
- * vectors, two lanes of padding, and per row a call of the pairwise sum, a scalar maximum and the
- * predicted class's search). Here each of four lanes holds one row instead: four rows are loaded
- * four classes at a time and transposed (cols4; gathers were slower on Zen 3), and every step runs on
- * the four rows at once with the scalar loop's operations in its order, so each lane gets that row's
- * bits:
- *
- * - the maximum as the scalar loop takes it (v > mx ? v : mx, and its first index),
- * - z = x − max and exact_exp4 (the C library's exp),
- * - Σe in numpy's pairwise order (block_sum_cols: block_sum's additions, K ≤ 128),
- * - conf = 1/Σe, the predicted class the row's first largest logit (e = 1).
- *
- * Where a class before a row's first maximum has e_j ≥ 1/2, the predicted class is the first such j
- * with e_j/Σe == conf, as top_label_of_row finds it (cols_prediction, vector divisions for those
- * classes only). Rows with a value exact_exp4 left to the C library (|z| ≥ 512, NaN) are done again by
- * the scalar loop. Labels out of range stop the vector loop: the scalar loop takes over at that group
- * and reports the first bad row. */
-#define COLS_MAX_K 128
-
-/* Columns 0..k−1 of four rows (row r at base + r·k) as doubles, lane r = row r: 4 × 4 blocks loaded
- * a row at a time and transposed (a row's last, partial block by masked loads: nothing past a row is
- * read). */
-__attribute__((target("avx2"), always_inline)) static inline void
-cols4_f32(const float *base, Py_ssize_t k, __m256d *xcol)
-{
-    for (Py_ssize_t g = 0; g < k; g += 4) {
-        __m128 r0, r1, r2, r3;
-        if (g + 4 <= k) {
-            r0 = _mm_loadu_ps(base + g);
-            r1 = _mm_loadu_ps(base + k + g);
-            r2 = _mm_loadu_ps(base + 2 * k + g);
-            r3 = _mm_loadu_ps(base + 3 * k + g);
-        }
-        else {
-            const __m128i mask = _mm_loadu_si128((const __m128i *)TAIL_MASK32[k - g]);
-            r0 = _mm_maskload_ps(base + g, mask);
-            r1 = _mm_maskload_ps(base + k + g, mask);
-            r2 = _mm_maskload_ps(base + 2 * k + g, mask);
-            r3 = _mm_maskload_ps(base + 3 * k + g, mask);
-        }
-        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-        xcol[g] = _mm256_cvtps_pd(r0);
-        if (g + 1 < k) xcol[g + 1] = _mm256_cvtps_pd(r1);
-        if (g + 2 < k) xcol[g + 2] = _mm256_cvtps_pd(r2);
-        if (g + 3 < k) xcol[g + 3] = _mm256_cvtps_pd(r3);
-    }
-}
-
-__attribute__((target("avx2"), always_inline)) static inline void
-cols4_f64(const double *base, Py_ssize_t k, __m256d *xcol)
-{
-    for (Py_ssize_t g = 0; g < k; g += 4) {
-        __m256d r0, r1, r2, r3;
-        if (g + 4 <= k) {
-            r0 = _mm256_loadu_pd(base + g);
-            r1 = _mm256_loadu_pd(base + k + g);
-            r2 = _mm256_loadu_pd(base + 2 * k + g);
-            r3 = _mm256_loadu_pd(base + 3 * k + g);
-        }
-        else {
-            const __m256i mask = _mm256_loadu_si256((const __m256i *)TAIL_MASK64[k - g]);
-            r0 = _mm256_maskload_pd(base + g, mask);
-            r1 = _mm256_maskload_pd(base + k + g, mask);
-            r2 = _mm256_maskload_pd(base + 2 * k + g, mask);
-            r3 = _mm256_maskload_pd(base + 3 * k + g, mask);
-        }
-        const __m256d t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1);
-        const __m256d t2 = _mm256_unpacklo_pd(r2, r3), t3 = _mm256_unpackhi_pd(r2, r3);
-        xcol[g] = _mm256_permute2f128_pd(t0, t2, 0x20);
-        if (g + 1 < k) xcol[g + 1] = _mm256_permute2f128_pd(t1, t3, 0x20);
-        if (g + 2 < k) xcol[g + 2] = _mm256_permute2f128_pd(t0, t2, 0x31);
-        if (g + 3 < k) xcol[g + 3] = _mm256_permute2f128_pd(t1, t3, 0x31);
-    }
-}
-
-/* block_sum of n ≤ 128 values per lane (e: n vectors): the same additions in the same order. */
-__attribute__((target("avx2"), always_inline)) static inline __m256d
-block_sum_cols(const __m256d *e, Py_ssize_t n)
-{
-    if (n < 8) {
-        __m256d res = _mm256_setzero_pd();
-        for (Py_ssize_t i = 0; i < n; i++) {
-            res = _mm256_add_pd(res, e[i]);
-        }
-        return res;
-    }
-    __m256d r0 = e[0], r1 = e[1], r2 = e[2], r3 = e[3], r4 = e[4], r5 = e[5], r6 = e[6], r7 = e[7];
-    Py_ssize_t i;
-    const Py_ssize_t stop = n - (n % 8);
-    for (i = 8; i < stop; i += 8) {
-        r0 = _mm256_add_pd(r0, e[i]);
-        r1 = _mm256_add_pd(r1, e[i + 1]);
-        r2 = _mm256_add_pd(r2, e[i + 2]);
-        r3 = _mm256_add_pd(r3, e[i + 3]);
-        r4 = _mm256_add_pd(r4, e[i + 4]);
-        r5 = _mm256_add_pd(r5, e[i + 5]);
-        r6 = _mm256_add_pd(r6, e[i + 6]);
-        r7 = _mm256_add_pd(r7, e[i + 7]);
-    }
-    __m256d res = _mm256_add_pd(_mm256_add_pd(_mm256_add_pd(r0, r1), _mm256_add_pd(r2, r3)),
-                                _mm256_add_pd(_mm256_add_pd(r4, r5), _mm256_add_pd(r6, r7)));
-    for (; i < n; i++) {
-        res = _mm256_add_pd(res, e[i]);
-    }
-    return res;
-}
-
-/* Whether labels[0..3] all lie in [0, k). */
-static inline int
-labels4_ok(const int64_t *y, Py_ssize_t k)
-{
-    return ((uint64_t)y[0] < (uint64_t)k) & ((uint64_t)y[1] < (uint64_t)k) & ((uint64_t)y[2] < (uint64_t)k)
-           & ((uint64_t)y[3] < (uint64_t)k);
-}
-
-/* Four rows' logits (row r at base + r·k): their maximum as the scalar loop takes it and its first index
- * (as doubles), e = exp(x − max) (K vectors, ecol); returns the lanes exact_exp4 left to the C library.
- * before[j]: the lanes whose e_j ≥ 1/2 with j before their first maximum; *any_before: their union. */
-#define DEFINE_COLS_EXP(SUFFIX, T)                                                                         \
-    __attribute__((target("avx2,fma"), always_inline)) static inline unsigned cols_exp_##SUFFIX(            \
-        const T *base, Py_ssize_t k, __m256d *ecol, __m256d *first_out, unsigned char *before,             \
-        unsigned *any_before)                                                                                \
-    {                                                                                                        \
-        __m256d xcol[COLS_MAX_K];                                                                            \
-        cols4_##SUFFIX(base, k, xcol);                                                                       \
-        __m256d mx = xcol[0], first = _mm256_setzero_pd();                                                   \
-        for (Py_ssize_t j = 1; j < k; j++) {                                                                 \
-            const __m256d gt = _mm256_cmp_pd(xcol[j], mx, _CMP_GT_OQ);                                       \
-            first = _mm256_blendv_pd(first, _mm256_set1_pd((double)j), gt);                                  \
-            mx = _mm256_blendv_pd(mx, xcol[j], gt);                                                          \
-        }                                                                                                    \
-        int redo_lanes = 0;                                                                                  \
-        unsigned any = 0;                                                                                    \
-        const __m256d half = _mm256_set1_pd(0.5);                                                            \
-        for (Py_ssize_t j = 0; j < k; j++) {                                                                 \
-            int redo;                                                                                        \
-            const __m256d e = exact_exp4(_mm256_sub_pd(xcol[j], mx), &redo);                                 \
-            ecol[j] = e;                                                                                     \
-            redo_lanes |= redo;                                                                              \
-            const unsigned cand = (unsigned)_mm256_movemask_pd(_mm256_and_pd(                                \
-                _mm256_cmp_pd(e, half, _CMP_GE_OQ), _mm256_cmp_pd(_mm256_set1_pd((double)j), first, _CMP_LT_OQ))); \
-            before[j] = (unsigned char)cand;                                                                 \
-            any |= cand;                                                                                     \
-        }                                                                                                    \
-        *first_out = first;                                                                                  \
-        *any_before = any;                                                                                   \
-        return (unsigned)redo_lanes;                                                                         \
-    }
-DEFINE_COLS_EXP(f32, float)
-DEFINE_COLS_EXP(f64, double)
-
 /* The rows from `done` on by the scalar loop (the rest of a vector loop, or one slow row). */
 #define DEFINE_TOP_LABEL_REST(SUFFIX, T)                                                           \
     static void top_label_rest_##SUFFIX(TopLabel *t, const T *scores, Py_ssize_t done, Py_ssize_t rows) \
@@ -1235,28 +1449,6 @@ DEFINE_COLS_EXP(f64, double)
 DEFINE_TOP_LABEL_REST(f32, float)
 DEFINE_TOP_LABEL_REST(f64, double)
 
-/* The predicted class of four rows (lanes) from their first maxima: in the lanes of any_before, the first
- * j with e_j/Σe == conf among the candidates before[j] (top_label_of_row's search), else the first
- * maximum. */
-__attribute__((target("avx2"), always_inline)) static inline __m256d
-cols_prediction(const __m256d *ecol, Py_ssize_t k, __m256d first, __m256d total, __m256d conf,
-                const unsigned char *before, unsigned any_before)
-{
-    __m256d best = first;
-    for (Py_ssize_t j = 0; any_before && j < k; j++) {
-        const unsigned cand = before[j] & any_before;
-        if (cand) {
-            const unsigned hit = cand & (unsigned)_mm256_movemask_pd(
-                _mm256_cmp_pd(_mm256_div_pd(ecol[j], total), conf, _CMP_EQ_OQ));
-            const __m256i lanes = _mm256_cmpgt_epi64(
-                _mm256_and_si256(_mm256_set1_epi64x(hit), _mm256_set_epi64x(8, 4, 2, 1)), _mm256_setzero_si256());
-            best = _mm256_blendv_pd(best, _mm256_set1_pd((double)j), _mm256_castsi256_pd(lanes));
-            any_before &= ~hit;
-        }
-    }
-    return best;
-}
-
 /* top_label_rows for logits of 2 ≤ K ≤ COLS_MAX_K classes, rows in lanes: the scalar loop's bits. */
 #define DEFINE_TOP_LABEL_COLS(SUFFIX, T)                                                                 \
     __attribute__((target("avx2,fma"))) static void top_label_cols_##SUFFIX(TopLabel *t, const T *scores) \
@@ -1268,7 +1460,7 @@ cols_prediction(const __m256d *ecol, Py_ssize_t k, __m256d first, __m256d total,
         for (; i + 4 <= rows && labels4_ok(t->labels + i, k); i += 4) {                                  \
             __m256d first;                                                                               \
             unsigned any_before;                                                                         \
-            const unsigned redo = cols_exp_##SUFFIX(scores + i * k, k, ecol, &first, before, &any_before); \
+            const unsigned redo = cols_exp_##SUFFIX(scores + i * k, k, ecol, NULL, &first, before, &any_before); \
             const __m256d total = block_sum_cols(ecol, k);                                               \
             const __m256d conf = _mm256_div_pd(_mm256_set1_pd(1.0), total);                              \
             _mm256_storeu_pd(t->conf + i, conf);                                                         \

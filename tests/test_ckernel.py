@@ -874,6 +874,36 @@ def test_top_label_rows_rows_in_lanes_equal_the_scalar_loop(dtype, k):
             ck.top_label_rows(scores, labels, True, np.empty(12), np.empty(12, dtype=bool), vector)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [2, 3, 5, 8, 10, 17, 128, 129])
+def test_fused_rows_rows_in_lanes_equal_the_scalar_loop(dtype, k):
+    """fused_rows' vector loop for K ≤ 128 (four rows at a time, one per lane) against the scalar loop,
+    every output bit for bit, the classwise sums included (added into cells that already hold sums):
+    row counts that leave 1-3 rows over or end a block of 64 rows inside, groups of four with a value
+    left to the C library among vector groups, and a bad label in the middle of a group."""
+    rng = np.random.default_rng(2000 + k)
+    for n in (1, 5, 7, 64, 67, 130, 1003):
+        scores, labels = _lanes_adversarial(n, k, dtype, rng)
+        for m in (1, 15):
+            edges = binning.uniform_edges(m)
+            outs = []
+            for vector in (True, False):
+                out = _outputs(n, k, m, True, True)
+                out[5][:] = 3
+                out[6][:], out[7][:] = 0.1, 2.0
+                with np.errstate(invalid="ignore"):
+                    ck.fused_rows(scores, labels, True, m, edges, True, True, *out, vector)
+                outs.append(out)
+            for a, b in zip(*outs):
+                assert a.tobytes() == b.tobytes(), (n, m)
+    scores, labels = _lanes_adversarial(12, k, dtype, rng)
+    labels[6] = k
+    for vector in (True, False):
+        with pytest.raises(ValueError, match=rf"labels\[6\] = {k}"):
+            ck.fused_rows(scores, labels, True, 15, binning.uniform_edges(15), True, True,
+                          *_outputs(12, k, 15, True, True), vector)
+
+
 def test_top_label_rows_refuse_bad_arguments():
     z = np.zeros((3, 4))
     conf, correct = np.empty(3), np.empty(3, dtype=bool)
