@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import InputError
-from .sorting import order_statistics
+from .sorting import distinct, order_statistics
 
 __all__ = [
     "BinStats",
@@ -112,7 +112,7 @@ def equal_mass_edges_of(n: int, n_bins: int, select) -> np.ndarray:
         raise InputError("cannot compute equal-mass bin edges of 0 values")
     x = np.linspace(0, n, m + 1)
     below = np.clip(np.floor(x).astype(np.int64), 0, n - 1)
-    points = np.unique(np.concatenate([below, np.minimum(below + 1, n - 1)]))
+    points = distinct(np.concatenate([below, np.minimum(below + 1, n - 1)]))
     at_points = np.asarray(select(points), dtype=np.float64)
     return np.interp(x, points.astype(np.float64), at_points)
 

@@ -20,7 +20,6 @@ import os
 import re
 import stat
 import warnings
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Sequence
@@ -294,6 +293,8 @@ def pick_key(keys: list[str], key: str | None, label: str, path: Path, what: str
 
 
 def _load_npz(path: Path, key: str | None, label: str) -> np.ndarray:
+    import zipfile  # here: only .npz files need it (~6 ms of every command's start)
+
     try:
         with np.load(path, allow_pickle=False) as archive:
             name = pick_key(list(archive.files), key, label, path)

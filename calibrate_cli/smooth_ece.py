@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .sorting import distinct
+
 __all__ = ["SMECE_EPS", "smooth_ece", "smooth_ece_at"]
 
 #: relplot's ``eps``: the search stops below this bandwidth
@@ -187,7 +189,7 @@ def _at(grids: _Grids, rows: np.ndarray, sigma: float) -> np.ndarray:
 def _by_sigma(grids: _Grids, sigmas: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """smECE at each row's own σ (rows sharing a σ go through one batched convolution)."""
     out = np.empty(rows.shape[0])
-    for sigma in np.unique(sigmas[rows]):
+    for sigma in distinct(sigmas[rows]):
         pick = sigmas[rows] == sigma
         out[pick] = _at(grids, rows[pick], float(sigma))
     return out
