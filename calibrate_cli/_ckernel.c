@@ -33,6 +33,8 @@
  *   ks_sorted(conf, correct)
  *       KS-CE's maximum over samples sorted by confidence (calibrate_cli/sorting.py's ks_from_sorted) in
  *       one pass: the same sequential sum, the same bits.
+ *   unpack_keys(keys, correct)
+ *       sorted packed keys (calibrate_cli/sorting.py's pack_keys) back to conf's bits and correct, in one pass.
  *
  * Arrays are taken through the buffer protocol (C-contiguous, format and shape checked: TypeError
  * for a wrong dtype, ValueError for a wrong shape or a label out of range); the loops run without
@@ -2572,6 +2574,48 @@ fail:
     return NULL;
 }
 
+/* ---------- unpack_keys: sorted packed keys back to (conf, correct) ---------- */
+
+PyDoc_STRVAR(unpack_keys_doc,
+"unpack_keys(keys, correct)\n"
+"--\n\n"
+"keys >>= 1 in place and correct = keys & 1 (before the shift), in one pass: the keys of\n"
+"calibrate_cli.sorting.pack_keys (bits(conf) << 1 | correct, non-negative) back to the bits of conf\n"
+"and its correctness; numpy's two passes (a right shift and a strided bitwise and) give the same.\n"
+"keys: int64 (N,), writeable; correct: bool (N,), writeable.");
+
+static PyObject *
+py_unpack_keys(PyObject *self, PyObject *args)
+{
+    PyObject *o_keys, *o_correct;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO:unpack_keys", &o_keys, &o_correct)) {
+        return NULL;
+    }
+    Views v = {.n = 0};
+    int kind;
+    Py_buffer *b_keys = views_next(&v);
+    TAKE(v, o_keys, "keys", 1, KINDS_I64, 1, kind);
+    Py_buffer *b_correct = views_next(&v);
+    TAKE(v, o_correct, "correct", 1, KINDS_BOOL, 1, kind);
+    const Py_ssize_t n = b_keys->shape[0];
+    if (!check_len(b_correct, "correct", 0, n)) goto fail;
+    int64_t *restrict keys = (int64_t *)b_keys->buf;
+    unsigned char *restrict correct = (unsigned char *)b_correct->buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const int64_t key = keys[i];
+        correct[i] = (unsigned char)(key & 1);
+        keys[i] = key >> 1;
+    }
+    Py_END_ALLOW_THREADS
+    views_release(&v);
+    Py_RETURN_NONE;
+fail:
+    views_release(&v);
+    return NULL;
+}
+
 /* ---------- module ---------- */
 
 static PyMethodDef methods[] = {
@@ -2585,6 +2629,7 @@ static PyMethodDef methods[] = {
     {"bucket_counts", py_bucket_counts, METH_VARARGS, bucket_counts_doc},
     {"bucket_gather", py_bucket_gather, METH_VARARGS, bucket_gather_doc},
     {"ks_sorted", py_ks_sorted, METH_VARARGS, ks_sorted_doc},
+    {"unpack_keys", py_unpack_keys, METH_VARARGS, unpack_keys_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -13,7 +13,8 @@ from .binning import BinStats
 from .errors import InputError
 from .metric_registry import METRIC_NAMES, METRICS, sums_needed
 from .parallel import run_together, together
-from .metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins, metrics_from_summary, with_class_sorted
+from .metrics import (DEFAULT_N_BINS, equal_mass_bins, equal_width_bins, metrics_from_summary, order_sums,
+                      with_class_sorted)
 from .predictions import InputKind, Predictions, as_predictions
 from .sorting import sort_by_confidence, sort_packed
 from .summary import PredictionSummary, check_compat, summarize
@@ -361,14 +362,14 @@ def report_from_summary(
     conf, correct, keys = summary.confidences, summary.correct, summary.sort_keys
     if consume and not bootstrap and together(summary.n):
         # the sort (for KS-CE and SmoothECE) in a copy on one thread (of the keys the pass packed,
-        # when it did); the bins on another, AdaECE's edges selected (no sort): the same numbers as
-        # one after the other
-        ordered, (width, mass) = run_together(
+        # when it did); the bins and the sums in sample order on another, AdaECE's edges selected
+        # (no sort): the same numbers as one after the other
+        ordered, (width, mass, in_order) = run_together(
             lambda: sort_by_confidence(conf, correct) if keys is None else sort_packed(keys),
             lambda: (equal_width_bins(conf, correct, n_bins, compat=compat),
-                     equal_mass_bins(conf, correct, n_bins, compat=compat)),
+                     equal_mass_bins(conf, correct, n_bins, compat=compat), order_sums(summary)),
         )
-        metrics = metrics_from_summary(summary, n_bins, width=width, mass=mass, ordered=ordered)
+        metrics = metrics_from_summary(summary, n_bins, width=width, mass=mass, ordered=ordered, in_order=in_order)
         del ordered
     elif consume and not bootstrap:
         # one thread: AdaECE's edges selected (no sort), then the metrics sort the confidences in

@@ -62,6 +62,7 @@ __all__ = [
     "equal_width_bins",
     "equal_mass_bins",
     "metrics_from_summary",
+    "order_sums",
     "summary_sums",
 ]
 
@@ -118,6 +119,7 @@ def summary_sums(
     mass: BinStats | None = None,
     ordered: tuple[np.ndarray, np.ndarray] | None = None,
     consume: bool = False,
+    in_order: dict[str, np.ndarray] | None = None,
 ) -> MetricSums:
     """The sufficient sums (:class:`~calibrate_cli.metric_registry.MetricSums`, batch of 1) of a summary.
 
@@ -133,6 +135,8 @@ def summary_sums(
     ``consume``: the summary is not used afterwards (the caller made it and drops it): the
     confidences are sorted in their own buffer (no (N,) copy; they are read in sample order first,
     for every sum that depends on that order) and AdaECE's edges are selected, not sorted for.
+
+    ``in_order``: :func:`order_sums` of the summary when already computed (e.g. beside the sort).
     """
     needed = sums_needed(names)
     s, one = summary, lambda x: np.array([x], dtype=np.float64)  # noqa: E731
@@ -144,14 +148,8 @@ def summary_sums(
     if mass is None and "mass" in needed:
         sorted_conf = None if ordered is None else ordered[0]
         mass = equal_mass_bins(s.confidences, s.correct, n_bins, compat=s.compat, sorted_confidences=sorted_conf)
-    confident = s.confidences >= S99_THRESHOLD
-    in_order = dict(  # the sums over the samples in their order, before an in-place sort reorders them
-        correct=one(np.count_nonzero(s.correct)),
-        conf=one(np.sum(s.confidences, dtype=np.float64)),
-        s99=one(np.count_nonzero(confident)),
-        s99_correct=one(np.count_nonzero(confident & s.correct)),
-    )
-    del confident
+    if in_order is None:  # before an in-place sort reorders the confidences
+        in_order = order_sums(s)
     if ordered is None and "samples" in needed:
         ordered = sort_by_confidence(s.confidences, s.correct, in_place=True)
     columns = {}
@@ -174,6 +172,19 @@ def summary_sums(
         classwise_classes=None,
         samples=_samples(ordered, needed),
         class_samples=_class_samples(s, needed),
+    )
+
+
+def order_sums(s: PredictionSummary) -> dict[str, np.ndarray]:
+    """The sums over the samples in their order (each a batch of one, :class:`MetricSums`' fields):
+    the number correct, Σ conf (``np.sum``, pairwise in sample order), and the number (correct) at
+    confidence ≥ :data:`~calibrate_cli.metric_registry.S99_THRESHOLD`."""
+    confident = s.confidences >= S99_THRESHOLD
+    return dict(
+        correct=np.array([np.count_nonzero(s.correct)], dtype=np.float64),
+        conf=np.array([np.sum(s.confidences, dtype=np.float64)], dtype=np.float64),
+        s99=np.array([np.count_nonzero(confident)], dtype=np.float64),
+        s99_correct=np.array([np.count_nonzero(confident & s.correct)], dtype=np.float64),
     )
 
 
@@ -246,6 +257,7 @@ def metrics_from_summary(
     ordered: tuple[np.ndarray, np.ndarray] | None = None,
     consume: bool = False,
     names=None,
+    in_order: dict[str, np.ndarray] | None = None,
 ) -> dict[str, float | None]:
     """Every metric of docs/metrics.md as a dict keyed by :data:`METRIC_NAMES` (None where undefined);
     ``names``: only these (e.g. the top-label metrics of a ``top_label_only`` summary).
@@ -255,11 +267,12 @@ def metrics_from_summary(
     metric is its registry entry's function of the summary's sums (:func:`summary_sums`). The opt-in
     classwise metrics (not in :data:`~calibrate_cli.metric_registry.DEFAULT_METRICS`: ACE, classwise
     RMS/KS) are in the dict only when the summary holds their sorted classes (``summary.class_sorted``).
-    ``consume``: as :func:`summary_sums`' (the summary's confidences are then reordered).
+    ``consume``: as :func:`summary_sums`' (the summary's confidences are then reordered); ``in_order``:
+    :func:`order_sums` when already computed.
     """
     if names is None:
         names = [spec.name for spec in METRICS if spec.by_default or all(_summary_has(summary, f) for f in spec.needs)]
-    point = _point(summary, names, n_bins, width=width, mass=mass, ordered=ordered, consume=consume)
+    point = _point(summary, names, n_bins, width=width, mass=mass, ordered=ordered, consume=consume, in_order=in_order)
     return {name: None if math.isnan(v) else v for name, v in point.items()}
 
 

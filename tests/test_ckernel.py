@@ -904,6 +904,20 @@ def test_fused_rows_rows_in_lanes_equal_the_scalar_loop(dtype, k):
                           *_outputs(12, k, 15, True, True), vector)
 
 
+def test_unpack_keys_refuses_bad_arguments():
+    keys, correct = np.arange(4, dtype=np.int64), np.empty(4, dtype=bool)
+    ck.unpack_keys(keys, correct)
+    assert keys.tolist() == [0, 0, 1, 1] and correct.tolist() == [False, True, False, True]
+    with pytest.raises(TypeError):
+        ck.unpack_keys(keys.astype(np.float64), correct)
+    with pytest.raises(ValueError, match="correct"):
+        ck.unpack_keys(keys, np.empty(3, dtype=bool))
+    read_only = keys.copy()
+    read_only.flags.writeable = False
+    with pytest.raises((TypeError, ValueError, BufferError)):
+        ck.unpack_keys(read_only, correct)
+
+
 def test_top_label_rows_refuse_bad_arguments():
     z = np.zeros((3, 4))
     conf, correct = np.empty(3), np.empty(3, dtype=bool)

@@ -232,3 +232,28 @@ def test_the_pass_packs_the_sort_keys_of_every_chunk(top_label_only, monkeypatch
     assert summary_module.summarize(data, sort_keys=True, compat="focal-calibration").sort_keys is None
     monkeypatch.setattr(summary_module, "packable", lambda conf: False)
     assert summary_module.summarize(data, sort_keys=True).sort_keys is None
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, (1 << 18) + 3])
+def test_sort_packed_takes_the_keys_apart_as_numpy_does(n, monkeypatch):
+    """The C extension's unpack_keys (in two halves at once from TOGETHER_SAMPLES keys on) gives the
+    arrays of numpy's shift and low-byte view: the confidences' bits and the correctness."""
+    from calibrate_cli import parallel, sorting
+
+    if not kernels.HAVE_CKERNEL:
+        pytest.skip("the C extension is not built")
+    monkeypatch.setenv("CALIB_THREADS", "2")
+    rng = np.random.default_rng(n)
+    conf = rng.uniform(0, 1, n)
+    conf[: n // 3] = np.round(conf[: n // 3], 2)  # runs of ties
+    if n:
+        conf[0] = 1.0
+    correct = rng.random(n) < 0.7
+    keys = np.empty(n, dtype=np.int64)
+    sorting.pack_keys(conf, correct, keys)
+    assert parallel.together(n) == (n > 1 << 18)
+    got = sorting.sort_packed(keys.copy())
+    monkeypatch.setattr(sorting, "_ckernel", lambda: None)
+    want = sorting.sort_packed(keys.copy())
+    assert np.array_equal(got[0].view(np.int64), want[0].view(np.int64)) and np.array_equal(got[1], want[1])
+    assert np.array_equal(got[0], np.sort(conf)) and got[1].sum() == correct.sum()
