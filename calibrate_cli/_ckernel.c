@@ -35,6 +35,8 @@
  *       one pass: the same sequential sum, the same bits.
  *   unpack_keys(keys, correct)
  *       sorted packed keys (calibrate_cli/sorting.py's pack_keys) back to conf's bits and correct, in one pass.
+ *   all_finite(values)
+ *       whether no value is NaN or ±inf, in one pass (the score check's first look at logits).
  *
  * Arrays are taken through the buffer protocol (C-contiguous, format and shape checked: TypeError
  * for a wrong dtype, ValueError for a wrong shape or a label out of range); the loops run without
@@ -2574,6 +2576,98 @@ fail:
     return NULL;
 }
 
+/* ---------- all_finite: the score check's first look ---------- */
+
+PyDoc_STRVAR(all_finite_doc,
+"all_finite(values)\n"
+"--\n\n"
+"Whether no value is NaN or ±inf (every exponent field short of all ones), in one pass; the score\n"
+"check's first look at a chunk of logits (calibrate_cli.predictions.ScoreCheck: numpy's min and max\n"
+"are two). values: float32 or float64 (N,).");
+
+#define DEFINE_ALL_FINITE(NAME, U, EXP)                                                 \
+    static int NAME(const U *restrict bits, Py_ssize_t n)                              \
+    {                                                                                   \
+        U bad = 0;                                                                      \
+        for (Py_ssize_t start = 0; start < n; start += 4096) {                          \
+            const Py_ssize_t stop = start + 4096 < n ? start + 4096 : n;                \
+            for (Py_ssize_t i = start; i < stop; i++) {                                 \
+                bad |= (U)((bits[i] & (EXP)) == (EXP));                                 \
+            }                                                                           \
+            if (bad) {                                                                  \
+                return 0;                                                               \
+            }                                                                           \
+        }                                                                               \
+        return 1;                                                                       \
+    }
+DEFINE_ALL_FINITE(all_finite_32, uint32_t, (uint32_t)0x7f800000u)
+DEFINE_ALL_FINITE(all_finite_64, uint64_t, (uint64_t)0x7ff0000000000000ull)
+#ifdef HAVE_AVX2
+/* 32 float32 (or 16 float64) values a step: exponent fields equal to all ones OR-ed into one vector,
+ * tested once a block. */
+#define DEFINE_ALL_FINITE_AVX2(NAME, U, LANES, SET1, CMPEQ, EXP)                                      \
+    __attribute__((target("avx2"))) static int NAME(const U *restrict bits, Py_ssize_t n)              \
+    {                                                                                                 \
+        const __m256i exp = SET1(EXP);                                                                \
+        Py_ssize_t i = 0;                                                                             \
+        while (i + 4 * LANES <= n) {                                                                  \
+            __m256i bad = _mm256_setzero_si256();                                                     \
+            const Py_ssize_t stop = i + 4096 < n ? i + 4096 : n;                                      \
+            for (; i + 4 * LANES <= stop; i += 4 * LANES) {                                           \
+                const __m256i a = _mm256_loadu_si256((const __m256i *)(bits + i));                    \
+                const __m256i b = _mm256_loadu_si256((const __m256i *)(bits + i + LANES));            \
+                const __m256i c = _mm256_loadu_si256((const __m256i *)(bits + i + 2 * LANES));        \
+                const __m256i d = _mm256_loadu_si256((const __m256i *)(bits + i + 3 * LANES));        \
+                bad = _mm256_or_si256(bad, _mm256_or_si256(                                           \
+                    _mm256_or_si256(CMPEQ(_mm256_and_si256(a, exp), exp), CMPEQ(_mm256_and_si256(b, exp), exp)), \
+                    _mm256_or_si256(CMPEQ(_mm256_and_si256(c, exp), exp), CMPEQ(_mm256_and_si256(d, exp), exp)))); \
+            }                                                                                         \
+            if (!_mm256_testz_si256(bad, bad)) {                                                      \
+                return 0;                                                                             \
+            }                                                                                         \
+        }                                                                                             \
+        return NAME##_rest(bits + i, n - i);                                                          \
+    }
+#define all_finite_32_avx2_rest all_finite_32
+#define all_finite_64_avx2_rest all_finite_64
+DEFINE_ALL_FINITE_AVX2(all_finite_32_avx2, uint32_t, 8, _mm256_set1_epi32, _mm256_cmpeq_epi32, 0x7f800000)
+DEFINE_ALL_FINITE_AVX2(all_finite_64_avx2, uint64_t, 4, _mm256_set1_epi64x, _mm256_cmpeq_epi64, 0x7ff0000000000000LL)
+#endif
+
+static PyObject *
+py_all_finite(PyObject *self, PyObject *args)
+{
+    PyObject *o_values;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O:all_finite", &o_values)) {
+        return NULL;
+    }
+    Views v = {.n = 0};
+    int kind;
+    Py_buffer *b_values = views_next(&v);
+    TAKE(v, o_values, "values", 1, KINDS_FLOAT, 0, kind);
+    const Py_ssize_t n = b_values->shape[0];
+    int finite;
+    Py_BEGIN_ALLOW_THREADS
+#ifdef HAVE_AVX2
+    if (avx2_ok) {
+        finite = kind == K_F32 ? all_finite_32_avx2((const uint32_t *)b_values->buf, n)
+                               : all_finite_64_avx2((const uint64_t *)b_values->buf, n);
+    }
+    else
+#endif
+    {
+        finite = kind == K_F32 ? all_finite_32((const uint32_t *)b_values->buf, n)
+                               : all_finite_64((const uint64_t *)b_values->buf, n);
+    }
+    Py_END_ALLOW_THREADS
+    views_release(&v);
+    return PyBool_FromLong(finite);
+fail:
+    views_release(&v);
+    return NULL;
+}
+
 /* ---------- unpack_keys: sorted packed keys back to (conf, correct) ---------- */
 
 PyDoc_STRVAR(unpack_keys_doc,
@@ -2630,6 +2724,7 @@ static PyMethodDef methods[] = {
     {"bucket_gather", py_bucket_gather, METH_VARARGS, bucket_gather_doc},
     {"ks_sorted", py_ks_sorted, METH_VARARGS, ks_sorted_doc},
     {"unpack_keys", py_unpack_keys, METH_VARARGS, unpack_keys_doc},
+    {"all_finite", py_all_finite, METH_VARARGS, all_finite_doc},
     {NULL, NULL, 0, NULL},
 };
 

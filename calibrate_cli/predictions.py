@@ -177,12 +177,18 @@ class ScoreCheck:
         """Raise :class:`~calibrate_cli.errors.InputError` naming the first bad row (``first_row`` is
         the chunk's first row in the whole set) if ``chunk`` holds a bad value."""
         name, tolerance = self.name, self.tolerance
-        # one min/max reduction (numpy's SIMD loops, no temporaries; NaN propagates into both) says
-        # whether the chunk needs the exact per-row checks below: ~10× cheaper than isfinite + any
-        lo, hi = (chunk.min(), chunk.max()) if chunk.size else (0, 0)
-        suspect = not (np.isfinite(lo) and np.isfinite(hi))
-        if self.input_kind == "probs":
-            suspect = suspect or lo < 0 or hi > 1 + tolerance
+        # a first look says whether the chunk needs the exact per-row checks below: for logits the C
+        # extension's all_finite (one pass, half the time of numpy's min and max), else one min/max
+        # reduction (numpy's SIMD loops, no temporaries; NaN propagates into both): ~10× cheaper than
+        # isfinite + any
+        finite = _all_finite(chunk) if self.input_kind != "probs" else None
+        if finite is not None:
+            suspect = not finite
+        else:
+            lo, hi = (chunk.min(), chunk.max()) if chunk.size else (0, 0)
+            suspect = not (np.isfinite(lo) and np.isfinite(hi))
+            if self.input_kind == "probs":
+                suspect = suspect or lo < 0 or hi > 1 + tolerance
         if chunk.dtype.kind == "f" and suspect:
             bad = ~np.isfinite(chunk)
             if bad.any():
@@ -208,6 +214,19 @@ class ScoreCheck:
                         f"{name}: probability rows must sum to 1 (±{tolerance:.3g}); row {row} sums to "
                         f"{sums[off][0]:.6g}; if these are logits, drop --probs"
                     )
+
+
+def _all_finite(chunk: np.ndarray) -> bool | None:
+    """Whether no value of ``chunk`` is NaN or ±inf, by the C extension's ``all_finite`` (float32 or
+    float64, C-contiguous); None where it does not run."""
+    from .kernels import _ckernel
+
+    if _ckernel is None or chunk.dtype not in _FINITE_DTYPES or not chunk.flags.c_contiguous:
+        return None
+    return bool(_ckernel.all_finite(chunk.reshape(-1)))
+
+
+_FINITE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _check_scores(scores: np.ndarray, name: str, input_kind: str, *, values: bool = True) -> ScoreCheck:

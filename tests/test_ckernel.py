@@ -904,6 +904,26 @@ def test_fused_rows_rows_in_lanes_equal_the_scalar_loop(dtype, k):
                           *_outputs(12, k, 15, True, True), vector)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_all_finite_finds_each_nan_and_inf(dtype):
+    """One NaN, +inf or −inf anywhere (first value, block edges of 32/4096 values, the last value, the
+    scalar rest) makes all_finite False; the largest finite values, subnormals and ±0 do not."""
+    rng = np.random.default_rng(3)
+    big = np.finfo(dtype).max
+    values = rng.standard_normal(10_001).astype(dtype)
+    values[:6] = [big, -big, np.finfo(dtype).tiny / 2, 0.0, -0.0, np.finfo(dtype).tiny]
+    assert ck.all_finite(values) is True
+    for position in (0, 15, 16, 31, 32, 4095, 4096, 9_999, 10_000):
+        for bad in (np.nan, np.inf, -np.inf):
+            spoilt = values.copy()
+            spoilt[position] = bad
+            assert ck.all_finite(spoilt) is False, (position, bad)
+    for n in range(40):
+        assert ck.all_finite(values[:n].copy()) is True
+    with pytest.raises(TypeError):
+        ck.all_finite(np.zeros(3, dtype=np.int64))
+
+
 def test_unpack_keys_refuses_bad_arguments():
     keys, correct = np.arange(4, dtype=np.int64), np.empty(4, dtype=bool)
     ck.unpack_keys(keys, correct)
