@@ -186,16 +186,20 @@ def _numba_rows():  # pragma: no cover - needs numba
     return _fused_rows
 
 
-def fused_chunk(scores, labels, edges, *, is_logits: bool, top5: bool, classwise: bool):
+def fused_chunk(scores, labels, edges, *, is_logits: bool, top5: bool, classwise: bool, out=None):
     """The fused engine (C extension or numba): the same tuple as :func:`numpy_chunk` (float64,
-    equal-width edges b/M with the lowest bin closed), from one read of each row."""
+    equal-width edges b/M with the lowest bin closed), from one read of each row.
+
+    ``out``: (conf, correct, nll, brier, top5) arrays of the chunk's length (float64, bool, float64,
+    float64, bool; top5 of length 0 when not wanted) to write into, e.g. the summary's own rows or a
+    thread's reused buffers, instead of new arrays (whose first writes fault in fresh pages)."""
     rows, k = scores.shape
     m = edges.shape[0] - 1
-    conf = np.empty(rows)
-    correct = np.empty(rows, dtype=np.bool_)
-    nll = np.empty(rows)
-    brier = np.empty(rows)
-    hit5 = np.empty(rows if top5 else 0, dtype=np.bool_)
+    if out is None:
+        conf, correct, nll, brier = np.empty(rows), np.empty(rows, dtype=np.bool_), np.empty(rows), np.empty(rows)
+        hit5 = np.empty(rows if top5 else 0, dtype=np.bool_)
+    else:
+        conf, correct, nll, brier, hit5 = out
     shape = (k, m) if classwise else (0, m)
     count = np.zeros(shape, dtype=np.int64)
     sum_p = np.zeros(shape)
@@ -210,8 +214,11 @@ _FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def chunk_statistics(scores, labels, edges, *, engine: str, is_logits: bool, compat=None, top5: bool,
-                     classwise: bool, lowest_closed: bool = True, work_dtype=np.float64, ops=None):
+                     classwise: bool, lowest_closed: bool = True, work_dtype=np.float64, ops=None, out=None):
     """One chunk's (conf, correct, nll, brier, top5 | None, classwise stats | None) by ``engine``.
+
+    ``out``: arrays for the fused engine to write into (:func:`fused_chunk`); the other engines
+    return new arrays whatever it says.
 
     ``ops``: a torch device's namespace (:func:`~calibrate_cli.devices.array_ops` of "cuda" or
     "torch-cpu"): the chunk runs there (:mod:`calibrate_cli.torch_engine`), whatever ``engine``.
@@ -228,7 +235,7 @@ def chunk_statistics(scores, labels, edges, *, engine: str, is_logits: bool, com
     m = edges.shape[0] - 1
     dense = k * m <= max(scores.shape[0] * k, 1 << 16)
     if engine == "fused" and compat is None and (dense or not classwise) and scores.dtype in _FUSED_DTYPES:
-        return fused_chunk(scores, labels, edges, is_logits=is_logits, top5=top5, classwise=classwise)
+        return fused_chunk(scores, labels, edges, is_logits=is_logits, top5=top5, classwise=classwise, out=out)
     return numpy_chunk(scores, labels, edges, is_logits=is_logits, compat=compat, top5=top5,
                        classwise=classwise, lowest_closed=lowest_closed, work_dtype=work_dtype)
 
@@ -239,16 +246,18 @@ def top_label_runs(dtype) -> bool:
     return _ckernel is not None and np.dtype(dtype) in _FUSED_DTYPES
 
 
-def top_label_chunk(scores, labels, *, is_logits: bool):
+def top_label_chunk(scores, labels, *, is_logits: bool, out=None):
     """(conf, correct) of one chunk by the C extension's ``top_label_rows`` (where
     :func:`top_label_runs`): the confidence and correctness :func:`chunk_statistics` gives, bit for
     bit, without the NLL, Brier, top-5 or classwise work, for the metrics that read the top label only
     (ECE, MCE, RMS-CE, accuracy, ...). For logits the exponentials are the C library's, four at a time
     where the CPU has AVX2 and FMA (calibrate_cli/_ckernel.c, ``exact_exp4``: the GNU C library's exp,
     operation for operation, used where the extension's check when it loads finds it equal to this C
-    library's exp)."""
+    library's exp). ``out``: (conf, correct) arrays to write into (float64, bool), as :func:`fused_chunk`'s."""
     scores = np.ascontiguousarray(scores)
-    conf = np.empty(scores.shape[0], dtype=np.float64)
-    correct = np.empty(scores.shape[0], dtype=bool)
+    if out is None:
+        conf, correct = np.empty(scores.shape[0], dtype=np.float64), np.empty(scores.shape[0], dtype=bool)
+    else:
+        conf, correct = out
     _ckernel.top_label_rows(scores, np.ascontiguousarray(labels, dtype=np.int64), is_logits, conf, correct)
     return conf, correct

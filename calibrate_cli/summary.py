@@ -15,6 +15,7 @@ refused in that mode.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -252,6 +253,19 @@ def _device_ops(device: str | None):
     return None if ops.name == "cpu" else ops
 
 
+_chunk_buffers = threading.local()
+
+
+def _thread_buffers(rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """This thread's (nll, brier, top5) buffers of ``rows`` samples, kept from chunk to chunk: a
+    chunk's columns become sums at once (``sums_only``), and fresh arrays would fault in new pages."""
+    buffers = getattr(_chunk_buffers, "arrays", None)
+    if buffers is None or buffers[0].shape[0] < rows:
+        buffers = (np.empty(rows), np.empty(rows), np.empty(rows, dtype=bool))
+        _chunk_buffers.arrays = buffers
+    return buffers[0][:rows], buffers[1][:rows], buffers[2][:rows]
+
+
 def summarize(
     predictions: Predictions,
     *,
@@ -340,29 +354,39 @@ def summarize(
         scores = predictions.scores[rows]
         if pending is not None:  # the values' check, on the chunk this pass reads anyway
             pending.rows(scores, rows.start)
+        conf_out, correct_out = confidences[rows], correct[rows]  # the kernels write here (fused: float64)
         if top_label_only:
-            confidences[rows], correct[rows] = top_label_chunk(scores, y, is_logits=is_logits)
+            top_label_chunk(scores, y, is_logits=is_logits, out=(conf_out, correct_out))
             release_rows(predictions.scores, rows)
             release_rows(predictions.labels, rows)
-            pack(rows, confidences[rows], correct[rows])
+            pack(rows, conf_out, correct_out)
             return None, None
         if compat and scores.dtype.itemsize > 4:
             _check_float32_range(scores, rows.start, compat, scores_name)
+        size = rows.stop - rows.start
+        if sums_only:  # this thread's buffers, reused from chunk to chunk
+            nll_out, brier_out, top5_out = _thread_buffers(size)
+        else:
+            nll_out, brier_out, top5_out = nll[rows], brier[rows], top5[rows] if top5 is not None else None
+        out = (conf_out, correct_out, nll_out, brier_out, top5_out if want_top5 else np.empty(0, dtype=bool))
         conf, corr, nll_c, brier_c, top5_c, stats = chunk_statistics(
             scores, y, edges, engine=engine, is_logits=is_logits, compat=compat, top5=want_top5,
             classwise=classwise, lowest_closed=lowest_closed, work_dtype=work_dtype, ops=ops,
+            out=out if confidences.dtype == np.float64 else None,
         )
         release_rows(predictions.scores, rows)
         release_rows(predictions.labels, rows)
-        confidences[rows] = conf
-        correct[rows] = corr
-        pack(rows, confidences[rows], correct[rows])
+        if conf is not conf_out:  # an engine that made its own arrays
+            conf_out[...] = conf
+            correct_out[...] = corr
+        pack(rows, conf_out, correct_out)
         if sums_only:
             return stats, column_totals.chunk(rows.start, nll_c, brier_c, top5_c)
-        nll[rows] = nll_c
-        brier[rows] = brier_c
-        if top5 is not None:
-            top5[rows] = top5_c
+        if nll_c is not nll_out:
+            nll_out[...] = nll_c
+            brier_out[...] = brier_c
+            if top5 is not None:
+                top5_out[...] = top5_c
         return stats, None
 
     # chunks run in parallel; their sums are added in chunk order (thread-count independent)
