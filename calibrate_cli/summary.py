@@ -86,11 +86,13 @@ class ColumnTotals:
 
     def chunk(self, start: int, nll: np.ndarray, brier: np.ndarray, top5: np.ndarray | None) -> ChunkColumns:
         """The columns of the samples [start, start + len) made ready (reads only its arguments)."""
-        infinite = np.isinf(nll)
+        scaled, infinite = _thread_buffers(nll.shape[0])[3:]  # this thread's reused buffers
+        np.isinf(nll, out=infinite)
         inf = int(np.count_nonzero(infinite))
         if inf:
             nll = np.where(infinite, 0.0, nll)
-        return ChunkColumns(self.nll.pieces(nll, start), self.nll_scaled.pieces(nll / float(self.n), start), inf,
+        np.divide(nll, float(self.n), out=scaled)
+        return ChunkColumns(self.nll.pieces(nll, start), self.nll_scaled.pieces(scaled, start), inf,
                             self.brier.pieces(brier, start), None if top5 is None else int(np.count_nonzero(top5)))
 
     def add(self, columns: ChunkColumns) -> None:
@@ -256,14 +258,15 @@ def _device_ops(device: str | None):
 _chunk_buffers = threading.local()
 
 
-def _thread_buffers(rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """This thread's (nll, brier, top5) buffers of ``rows`` samples, kept from chunk to chunk: a
-    chunk's columns become sums at once (``sums_only``), and fresh arrays would fault in new pages."""
+def _thread_buffers(rows: int) -> tuple[np.ndarray, ...]:
+    """This thread's buffers of ``rows`` samples, kept from chunk to chunk: (nll, brier, top5) for the
+    kernels, (NLL / N, NLL infinite) for :meth:`ColumnTotals.chunk`. A chunk's columns become sums
+    at once (``sums_only``), and fresh arrays would fault in new pages each time."""
     buffers = getattr(_chunk_buffers, "arrays", None)
     if buffers is None or buffers[0].shape[0] < rows:
-        buffers = (np.empty(rows), np.empty(rows), np.empty(rows, dtype=bool))
+        buffers = (np.empty(rows), np.empty(rows), np.empty(rows, dtype=bool), np.empty(rows), np.empty(rows, dtype=bool))
         _chunk_buffers.arrays = buffers
-    return buffers[0][:rows], buffers[1][:rows], buffers[2][:rows]
+    return tuple(b[:rows] for b in buffers)
 
 
 def summarize(
@@ -365,7 +368,7 @@ def summarize(
             _check_float32_range(scores, rows.start, compat, scores_name)
         size = rows.stop - rows.start
         if sums_only:  # this thread's buffers, reused from chunk to chunk
-            nll_out, brier_out, top5_out = _thread_buffers(size)
+            nll_out, brier_out, top5_out = _thread_buffers(size)[:3]
         else:
             nll_out, brier_out, top5_out = nll[rows], brier[rows], top5[rows] if top5 is not None else None
         out = (conf_out, correct_out, nll_out, brier_out, top5_out if want_top5 else np.empty(0, dtype=bool))
