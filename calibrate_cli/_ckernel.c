@@ -2125,7 +2125,8 @@ typedef struct {
     Py_ssize_t n, g, piece;
     const double *conf;
     double *out;
-    double *acc; /* 4·g work: the piece's four bincounts */
+    double *acc;   /* 4·g work: the piece's four bincounts */
+    double *parts; /* or NULL; else (pieces, 4·g): each piece's four bincounts, kept instead of added into out */
 } Spread;
 
 /* For each piece of `piece` samples (from the start), calibrate_cli.smooth_ece._Grids.spread_unit's
@@ -2140,10 +2141,11 @@ typedef struct {
         const Py_ssize_t g = s->g, n = s->n;                                             \
         const double scale = (double)(g - 1);                                            \
         const int32_t top = (int32_t)(g - 2);                                            \
-        double *const a = s->acc, *const b = a + g, *const c = b + g, *const d = c + g;  \
         double *const out = s->out;                                                      \
-        for (Py_ssize_t start = 0; start < n; start += s->piece) {                       \
+        for (Py_ssize_t start = 0, p = 0; start < n; start += s->piece, p++) {           \
             const Py_ssize_t stop = n - start > s->piece ? start + s->piece : n;         \
+            double *const a = s->parts != NULL ? s->parts + p * 4 * g : s->acc;          \
+            double *const b = a + g, *const c = b + g, *const d = c + g;                 \
             memset(a, 0, 4 * (size_t)g * sizeof(double));                                \
             for (Py_ssize_t i = start; i < stop; i++) {                                  \
                 const double v = s->conf[i];                                             \
@@ -2164,6 +2166,9 @@ typedef struct {
                 c[lo] += keep;                                                           \
                 d[lo + 1] += frac;                                                       \
             }                                                                            \
+            if (s->parts != NULL) {                                                      \
+                continue;                                                                \
+            }                                                                            \
             for (Py_ssize_t j = 0; j < g; j++) {                                         \
                 out[j] += a[j];                                                          \
             }                                                                            \
@@ -2183,19 +2188,23 @@ DEFINE_SPREAD(spread_bool, unsigned char)
 DEFINE_SPREAD(spread_f64, double)
 
 PyDoc_STRVAR(spread_unit_doc,
-"spread_unit(conf, correct, g, piece, out)\n"
+"spread_unit(conf, correct, g, piece, out, parts=None)\n"
 "--\n\n"
 "The residuals conf − correct (out[:g]) and ones (out[g:]) spread linearly onto the grid j/(g − 1),\n"
-"added into out in pieces of `piece` samples (calibrate_cli.smooth_ece._Grids.spread_unit).\n\n"
-"conf: float64 (N,); correct: bool/float64 (N,); g >= 2; piece >= 1; out: float64 (2g,).");
+"added into out in pieces of `piece` samples (calibrate_cli.smooth_ece._Grids.spread_unit). With\n"
+"parts, each piece's four bincounts (A, B, C, D) are written to parts[p] instead, and out is left alone:\n"
+"added into out in piece order (out[:g] += A; out[:g] += B; out[g:] += C; out[g:] += D), they give the\n"
+"same grid bit for bit.\n\n"
+"conf: float64 (N,); correct: bool/float64 (N,); g >= 2; piece >= 1; out: float64 (2g,);\n"
+"parts: float64 (ceil(N / piece), 4g).");
 
 static PyObject *
 py_spread_unit(PyObject *self, PyObject *args)
 {
-    PyObject *o_conf, *o_correct, *o_out;
+    PyObject *o_conf, *o_correct, *o_out, *o_parts = Py_None;
     Py_ssize_t g, piece;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOnnO:spread_unit", &o_conf, &o_correct, &g, &piece, &o_out)) {
+    if (!PyArg_ParseTuple(args, "OOnnO|O:spread_unit", &o_conf, &o_correct, &g, &piece, &o_out, &o_parts)) {
         return NULL;
     }
     if (g < 2 || g > (Py_ssize_t)INT32_MAX) {
@@ -2217,7 +2226,14 @@ py_spread_unit(PyObject *self, PyObject *args)
     Py_buffer *b_out = views_next(&v);
     TAKE(v, o_out, "out", 1, KINDS_F64, 1, kind);
     if (!check_len(b_out, "out", 0, 2 * g)) goto fail;
-    Spread s = {.n = n, .g = g, .piece = piece, .conf = (const double *)b_conf->buf, .out = (double *)b_out->buf};
+    Spread s = {.n = n, .g = g, .piece = piece, .conf = (const double *)b_conf->buf, .out = (double *)b_out->buf,
+                .parts = NULL};
+    if (o_parts != Py_None) {
+        Py_buffer *b_parts = views_next(&v);
+        TAKE(v, o_parts, "parts", 2, KINDS_F64, 1, kind);
+        if (!check_len(b_parts, "parts", 0, (n + piece - 1) / piece) || !check_len(b_parts, "parts", 1, 4 * g)) goto fail;
+        s.parts = (double *)b_parts->buf;
+    }
     s.acc = (double *)PyMem_RawMalloc(4 * (size_t)g * sizeof(double));
     if (s.acc == NULL) {
         PyErr_NoMemory();

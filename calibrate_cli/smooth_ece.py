@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .parallel import run_together, together
 from .sorting import distinct
 
 __all__ = ["SMECE_EPS", "smooth_ece", "smooth_ece_at"]
@@ -72,7 +73,9 @@ class _Grids:
         density grid), as the matrix rows do; by ``np.bincount`` over pieces of the samples, or, when
         the C extension is built, by its ``spread_unit``: the same float64 operations in the same
         order (four sums per piece from zero, in sample order, then added into the grid), so the same
-        grid bit for bit (tests/test_ckernel.py)."""
+        grid bit for bit (tests/test_ckernel.py). From :data:`~calibrate_cli.parallel.TOGETHER_SAMPLES`
+        samples on two threads or more, the second half of the pieces is spread at once on another
+        thread, each piece's four sums kept and added after the first half's, in piece order."""
         from . import kernels
         from .sorting import PIECE
 
@@ -82,8 +85,23 @@ class _Grids:
             correct = np.asarray(self.correct)
             if correct.dtype != np.bool_:
                 correct = np.asarray(correct, dtype=np.float64)  # as each piece is converted below
-            kernels._ckernel.spread_unit(np.ascontiguousarray(self.conf, dtype=np.float64),
-                                         np.ascontiguousarray(correct), g, PIECE, out[0])
+            conf, correct = np.ascontiguousarray(self.conf, dtype=np.float64), np.ascontiguousarray(correct)
+            spread = kernels._ckernel.spread_unit
+            pieces = -(-n // PIECE)
+            if pieces < 2 or not together(n):
+                spread(conf, correct, g, PIECE, out[0])
+                return out
+            # the first half of the pieces added into the grid on this thread; the second half's four
+            # bincounts per piece made at once on another, then added in piece order: the same sums
+            half = pieces // 2 * PIECE
+            parts = np.empty((pieces - pieces // 2, 4 * g))
+            run_together(lambda: spread(conf[:half], correct[:half], g, PIECE, out[0]),
+                         lambda: spread(conf[half:], correct[half:], g, PIECE, out[0], parts))
+            for part in parts:
+                out[0, :g] += part[:g]
+                out[0, :g] += part[g : 2 * g]
+                out[0, g:] += part[2 * g : 3 * g]
+                out[0, g:] += part[3 * g :]
             return out
         for start in range(0, n, PIECE):
             conf = self.conf[start : start + PIECE]

@@ -454,15 +454,20 @@ _SPREAD_CASES = [(g, n, piece) for g in (2, 3, 1001, 2001, 10001)
 
 @pytest.mark.parametrize("g,n,piece", _SPREAD_CASES)
 @pytest.mark.parametrize("correct_dtype", [np.bool_, np.float64, np.int64])
-def test_spread_unit_equals_numpy_bit_for_bit(g, n, piece, correct_dtype, monkeypatch):
+@pytest.mark.parametrize("halves", [False, True])
+def test_spread_unit_equals_numpy_bit_for_bit(g, n, piece, correct_dtype, halves, monkeypatch):
     """_Grids.spread_unit with the extension equals its numpy code (written out here, and the module's
-    own with the extension switched off) bit for bit, for any piece size; 0.0, 1.0, grid nodes, ties."""
+    own with the extension switched off) bit for bit, for any piece size; 0.0, 1.0, grid nodes, ties.
+    ``halves``: the pieces in two halves at once (the second half's bincounts kept per piece, then
+    added in order), as from TOGETHER_SAMPLES samples on two threads."""
     from calibrate_cli import smooth_ece, sorting
 
     rng = np.random.default_rng(g * 7919 + n)
     conf = _spread_conf(n, g, rng)
     correct = (rng.random(n) < conf).astype(correct_dtype)
     monkeypatch.setattr(sorting, "PIECE", piece)
+    monkeypatch.setenv("CALIB_THREADS", "2")
+    monkeypatch.setattr(smooth_ece, "together", lambda n: halves)
     want = _numpy_spread(conf, correct, g, piece)
     got = smooth_ece._Grids(conf, correct, None).spread_unit(g)
     assert got.dtype == np.float64 and got.shape == (1, 2 * g)
@@ -490,6 +495,17 @@ def test_spread_unit_calls_the_extension_and_adds_into_out(monkeypatch):
     ck.spread_unit(np.array([0.35]), np.array([False]), 11, 100, one)
     # 0.35·10 = 3.5: node 3 gets 0.5·0.35 (residual) and 0.5 (density), node 4 the same
     assert one[3] == one[4] == 0.5 * 0.35 and one[11 + 3] == one[11 + 4] == 0.5
+    parts, untouched = np.full((10, 4 * 11), np.nan), np.full(2 * 11, 0.25)
+    ck.spread_unit(conf, correct, 11, 100, untouched, parts)  # each piece's four bincounts, out left alone
+    assert np.all(untouched == 0.25)
+    for part in parts:
+        untouched[:11] += part[:11]
+        untouched[:11] += part[11:22]
+        untouched[11:] += part[22:33]
+        untouched[11:] += part[33:]
+    assert np.array_equal(untouched, out)
+    with pytest.raises(ValueError, match="parts"):
+        ck.spread_unit(conf, correct, 11, 100, out, np.empty((9, 44)))
 
 
 def test_smooth_ece_of_evaluate_unchanged_by_the_extension(monkeypatch):
