@@ -337,6 +337,9 @@ ceil_index(double x)
 /* whether exact_exp4 may be used (the CPU has AVX2 and FMA, and the import's self-check passed) */
 static int exact_exp_ok = 0;
 
+/* whether the rows-in-lanes loops may run on probabilities (the CPU has AVX2 and FMA; no exp in them) */
+static int cols_cpu_ok = 0;
+
 /* exact_exp4: e^x of four values, the GNU C library's exp bit for bit (glibc ≥ 2.28's e_exp.c, its FMA
  * variant, which x86-64 CPUs with FMA and AVX2 run): the same float64 operations in the same order,
  * each multiply-add fused where that variant fuses it, and the same constants (_exp_table.h,
@@ -970,7 +973,7 @@ DEFINE_FUSED_AVX2(f64, double)
     __attribute__((target("avx2,fma"))) static void fused_cols_##SUFFIX(Fused *f, const T *scores)          \
     {                                                                                                      \
         const Py_ssize_t k = f->k, m = f->m, rows = f->rows;                                               \
-        const int want_top5 = f->want_top5, classwise = f->classwise;                                      \
+        const int want_top5 = f->want_top5, classwise = f->classwise, is_logits = f->is_logits;            \
         const int64_t *restrict labels = f->labels;                                                        \
         const double *restrict edges = f->edges;                                                           \
         double *restrict conf = f->conf, *restrict nll = f->nll, *restrict brier = f->brier;               \
@@ -978,6 +981,7 @@ DEFINE_FUSED_AVX2(f64, double)
         int64_t *restrict count = f->count;                                                                \
         double *restrict sum_p = f->sum_p, *restrict sum_y = f->sum_y;                                     \
         __m256d ecol[COLS_MAX_K], zcol[COLS_MAX_K];                                                        \
+        const __m256d *const ranked = is_logits ? zcol : ecol; /* the top-5 rank's scores: z, or p */     \
         unsigned char before[COLS_MAX_K];                                                                  \
         int32_t group_cells[4 * COLS_MAX_K]; /* class j of row r: group_cells[4j + r], its p group_p[4j + r] */ \
         double group_p[4 * COLS_MAX_K];                                                                    \
@@ -998,25 +1002,39 @@ DEFINE_FUSED_AVX2(f64, double)
                     stopped = 1;                                                                           \
                     break;                                                                                 \
                 }                                                                                          \
-                __m256d first;                                                                             \
-                unsigned any_before;                                                                       \
-                if (cols_exp_##SUFFIX(scores + i * k, k, ecol, zcol, &first, before, &any_before)) {       \
-                    _mm256_zeroupper(); /* the scalar loop calls the C library (SSE code) */               \
-                    fused_rest_##SUFFIX(f, scores, i, 4);                                                  \
-                    waiting[group] = 0;                                                                    \
-                    continue;                                                                              \
+                __m256d first, total = one;                                                                \
+                double bests[4];                                                                           \
+                if (is_logits) {                                                                           \
+                    unsigned any_before;                                                                   \
+                    if (cols_exp_##SUFFIX(scores + i * k, k, ecol, zcol, &first, before, &any_before)) {   \
+                        _mm256_zeroupper(); /* the scalar loop calls the C library (SSE code) */           \
+                        fused_rest_##SUFFIX(f, scores, i, 4);                                              \
+                        waiting[group] = 0;                                                                \
+                        continue;                                                                          \
+                    }                                                                                      \
+                    total = block_sum_cols(ecol, k);                                                       \
+                    const __m256d c = _mm256_div_pd(one, total);                                           \
+                    _mm256_storeu_pd(conf + i, c);                                                         \
+                    _mm256_storeu_pd(nll + i, total); /* its log taken after the block */                  \
+                    _mm256_storeu_pd(bests, cols_prediction(ecol, k, first, total, c, before, any_before)); \
+                }                                                                                          \
+                else { /* probabilities: p itself (p/1 below is p), conf the first largest p */            \
+                    cols4_##SUFFIX(scores + i * k, k, ecol);                                               \
+                    __m256d mx = ecol[0];                                                                  \
+                    first = zero;                                                                          \
+                    for (Py_ssize_t j = 1; j < k; j++) {                                                   \
+                        const __m256d gt = _mm256_cmp_pd(ecol[j], mx, _CMP_GT_OQ);                         \
+                        first = _mm256_blendv_pd(first, _mm256_set1_pd((double)j), gt);                    \
+                        mx = _mm256_blendv_pd(mx, ecol[j], gt);                                            \
+                    }                                                                                      \
+                    _mm256_storeu_pd(conf + i, mx);                                                        \
+                    _mm256_storeu_pd(bests, first);                                                        \
                 }                                                                                          \
                 waiting[group] = 1;                                                                        \
-                const __m256d total = block_sum_cols(ecol, k);                                             \
-                const __m256d c = _mm256_div_pd(one, total);                                               \
-                _mm256_storeu_pd(conf + i, c);                                                             \
-                _mm256_storeu_pd(nll + i, total); /* its log taken after the block */                      \
-                double bests[4];                                                                           \
-                _mm256_storeu_pd(bests, cols_prediction(ecol, k, first, total, c, before, any_before));    \
                 double *zy = z_y + (i - block);                                                            \
-                for (int r = 0; r < 4; r++) {                                                              \
+                for (int r = 0; r < 4; r++) { /* the ranked score of the label: z_y, or p_y */             \
                     correct[i + r] = (int64_t)bests[r] == y[r];                                            \
-                    zy[r] = ((const double *)&zcol[y[r]])[r];                                              \
+                    zy[r] = ((const double *)&ranked[y[r]])[r];                                            \
                 }                                                                                          \
                 const __m256d yv = _mm256_setr_pd((double)y[0], (double)y[1], (double)y[2], (double)y[3]);  \
                 const __m256d zyv = _mm256_loadu_pd(zy);                                                   \
@@ -1030,8 +1048,8 @@ DEFINE_FUSED_AVX2(f64, double)
                     acc = _mm256_add_pd(acc, _mm256_mul_pd(d, d));                                         \
                     if (want_top5) {                                                                       \
                         const __m256d above = _mm256_or_pd(                                                \
-                            _mm256_cmp_pd(zcol[j], zyv, _CMP_GT_OQ),                                       \
-                            _mm256_and_pd(_mm256_cmp_pd(zcol[j], zyv, _CMP_EQ_OQ),                         \
+                            _mm256_cmp_pd(ranked[j], zyv, _CMP_GT_OQ),                                     \
+                            _mm256_and_pd(_mm256_cmp_pd(ranked[j], zyv, _CMP_EQ_OQ),                       \
                                           _mm256_cmp_pd(jv, yv, _CMP_LT_OQ)));                             \
                         rank = _mm256_sub_epi64(rank, _mm256_castpd_si256(above));                         \
                     }                                                                                      \
@@ -1081,9 +1099,15 @@ DEFINE_FUSED_AVX2(f64, double)
             }                                                                                              \
             _mm256_zeroupper(); /* before the C library's log (SSE code) */                               \
             for (Py_ssize_t g = 0; g < (i - block) / 4; g++) {                                             \
-                if (waiting[g]) {                                                                          \
+                if (waiting[g] && is_logits) {                                                             \
                     for (Py_ssize_t r = block + 4 * g; r < block + 4 * g + 4; r++) {                       \
                         nll[r] = -(z_y[r - block] - log(nll[r]));                                          \
+                    }                                                                                      \
+                }                                                                                          \
+                else if (waiting[g]) { /* the scalar loop's −log p_y, or +inf for p_y ≤ 0 (and NaN) */     \
+                    for (Py_ssize_t r = block + 4 * g; r < block + 4 * g + 4; r++) {                       \
+                        const double p_y = z_y[r - block];                                                 \
+                        nll[r] = -(p_y > 0.0 ? log(p_y) : -INFINITY);                                      \
                     }                                                                                      \
                 }                                                                                          \
             }                                                                                              \
@@ -1286,7 +1310,9 @@ py_fused_rows(PyObject *self, PyObject *args)
 #ifdef HAVE_AVX2
     ExpBlock block = {.e = NULL};
     FusedRow row = {.p = NULL};
-    use_vector = vector && is_logits && exact_exp_ok && (!classwise || fused_vector_bins_ok(f.edges, m, k));
+    /* logits: the vector exp where it is the C library's; probabilities: rows in lanes, 2 ≤ K ≤ COLS_MAX_K */
+    use_vector = vector && (is_logits ? exact_exp_ok : cols_cpu_ok && k >= 2 && k <= COLS_MAX_K)
+                 && (!classwise || fused_vector_bins_ok(f.edges, m, k));
     if (use_vector) {
         const size_t kp = (size_t)(k + 3) / 4 * 4;
         row.p = (double *)PyMem_RawMalloc(kp * (2 * sizeof(double) + sizeof(int32_t)));
@@ -2777,7 +2803,8 @@ PyInit__ckernel(void)
 #ifdef HAVE_AVX2
     __builtin_cpu_init();
     avx2_ok = __builtin_cpu_supports("avx2");
-    exact_exp_ok = avx2_ok && __builtin_cpu_supports("fma") && exact_exp_selfcheck();
+    cols_cpu_ok = avx2_ok && __builtin_cpu_supports("fma");
+    exact_exp_ok = cols_cpu_ok && exact_exp_selfcheck();
 #endif
     return PyModule_Create(&module);
 }

@@ -696,7 +696,8 @@ def test_fused_rows_avx2_is_bit_identical_to_the_scalar_loop(dtype, k):
 
 def test_fused_rows_avx2_only_with_the_edges_b_over_m():
     """Edges other than b/M (np.linspace's, one ulp off for M = 10) keep the scalar loop for the
-    classwise bins (the vector bins assume b/M); probabilities always take the scalar loop."""
+    classwise bins (the vector bins assume b/M), for logits and probabilities alike; probabilities of
+    more than 128 classes take the scalar loop too."""
     rng = np.random.default_rng(7)
     scores, labels = _fused_adversarial(10, np.float32, rng)
     n = scores.shape[0]
@@ -708,8 +709,10 @@ def test_fused_rows_avx2_only_with_the_edges_b_over_m():
     ck.fused_rows(scores, labels, True, 10, edges, True, True, *want, False)
     assert all(a.tobytes() == b.tobytes() for a, b in zip(out, want))
     probs = rng.dirichlet(np.ones(10), n)
-    assert ck.fused_rows(probs, labels, False, 10, binning.uniform_edges(10), True, True,
-                         *_outputs(n, 10, 10, True, True)) is False
+    assert ck.fused_rows(probs, labels, False, 10, edges, True, True, *_outputs(n, 10, 10, True, True)) is False
+    wide = rng.dirichlet(np.ones(129), 50)
+    assert ck.fused_rows(wide, labels[:50] % 129, False, 10, binning.uniform_edges(10), True, True,
+                         *_outputs(50, 129, 10, True, True)) is False
 
 
 def _cpu_flags() -> str:
@@ -918,6 +921,50 @@ def test_fused_rows_rows_in_lanes_equal_the_scalar_loop(dtype, k):
         with pytest.raises(ValueError, match=rf"labels\[6\] = {k}"):
             ck.fused_rows(scores, labels, True, 15, binning.uniform_edges(15), True, True,
                           *_outputs(12, k, 15, True, True), vector)
+
+
+def _lanes_probabilities(n, k, dtype, rng):
+    """Probabilities for the rows-in-lanes loop: softmax rows, tied maxima, zeros (NLL inf), a one-hot
+    row (p = 1.0), p on and one ulp around the bin edges b/15, slightly above 1 and below 0 (inside the
+    check's tolerance), and a NaN."""
+    logits, labels = _lanes_adversarial(n, k, np.float64, rng)
+    logits = np.nan_to_num(logits, nan=0.0, posinf=50.0, neginf=-50.0)
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    p = e / e.sum(axis=1, keepdims=True)
+    p[: n // 7] = np.round(p[: n // 7], 1)  # ties and zeros
+    p[1::9] = 0.0
+    p[1::9, 0] = 1.0
+    edges = np.arange(16) / 15
+    b = rng.integers(0, 16, n)
+    p[2::11, 1 % k] = np.nextafter(edges[b[2::11]], rng.choice([-1.0, 2.0], len(b[2::11])))
+    p[3::13, 0] = 1.0 + 1e-7
+    p[4::17, k - 1] = -1e-9
+    p[5::19, 0] = np.nan
+    return np.ascontiguousarray(p.astype(dtype)), labels
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [2, 3, 5, 8, 10, 17, 128])
+def test_fused_rows_rows_in_lanes_on_probabilities_equal_the_scalar_loop(dtype, k):
+    """Probabilities take the rows-in-lanes loop too (no exp: conf the first largest p, NLL −log p_y
+    after each block): every output bit for bit as the scalar loop's, classwise sums added into."""
+    rng = np.random.default_rng(3000 + k)
+    for n in (1, 5, 7, 64, 67, 130, 1003):
+        scores, labels = _lanes_probabilities(n, k, dtype, rng)
+        for m in (1, 15):
+            edges = binning.uniform_edges(m)
+            outs, ran = [], []
+            for vector in (True, False):
+                out = _outputs(n, k, m, True, True)
+                out[6][:] = 0.1
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    ran.append(ck.fused_rows(scores, labels, False, m, edges, True, True, *out, vector))
+                outs.append(out)
+            for a, b in zip(*outs):
+                assert a.tobytes() == b.tobytes(), (n, m)
+            assert ran[1] is False
+            if platform.machine() in ("x86_64", "AMD64") and {"avx2", "fma"} <= set(_cpu_flags().split()):
+                assert ran[0]  # the vector loop was the one compared
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
