@@ -37,6 +37,8 @@
  *       sorted packed keys (calibrate_cli/sorting.py's pack_keys) back to conf's bits and correct, in one pass.
  *   all_finite(values)
  *       whether no value is NaN or ±inf, in one pass (the score check's first look at logits).
+ *   probs_plausible(values, high, tol)
+ *       whether probabilities surely pass the check (values in [0, high], row sums within tol/2 of 1).
  *
  * Arrays are taken through the buffer protocol (C-contiguous, format and shape checked: TypeError
  * for a wrong dtype, ValueError for a wrong shape or a label out of range); the loops run without
@@ -2726,6 +2728,104 @@ fail:
     return NULL;
 }
 
+/* ---------- probs_plausible: the probability check's first look ---------- */
+
+PyDoc_STRVAR(probs_plausible_doc,
+"probs_plausible(values, high, tol)\n"
+"--\n\n"
+"Whether every value lies in [0, high] (none NaN) and every row sums to within tol/2 of 1 (the sum in\n"
+"float64): then numpy's exact checks (calibrate_cli.predictions.ScoreCheck: values in [0, high], row\n"
+"sums within tol of 1) pass too, whatever the order of their additions. False means only that they\n"
+"must be made. values: float32 or float64 (N, K).");
+
+#define DEFINE_PROBS_PLAUSIBLE(SUFFIX, T)                                                               \
+    static int probs_plausible_rows_##SUFFIX(const T *x, Py_ssize_t rows, Py_ssize_t k, double high,    \
+                                             double half_tol)                                           \
+    {                                                                                                   \
+        for (Py_ssize_t i = 0; i < rows; i++) {                                                         \
+            double sum = 0.0;                                                                           \
+            for (Py_ssize_t j = 0; j < k; j++) {                                                        \
+                const double v = (double)x[i * k + j];                                                  \
+                if (!(v >= 0.0 && v <= high)) {                                                         \
+                    return 0;                                                                           \
+                }                                                                                       \
+                sum += v;                                                                               \
+            }                                                                                           \
+            if (!(fabs(sum - 1.0) <= half_tol)) {                                                       \
+                return 0;                                                                               \
+            }                                                                                           \
+        }                                                                                               \
+        return 1;                                                                                       \
+    }
+DEFINE_PROBS_PLAUSIBLE(f32, float)
+DEFINE_PROBS_PLAUSIBLE(f64, double)
+
+#ifdef HAVE_AVX2
+/* Four rows at a time, one per lane (cols4), for K ≤ COLS_MAX_K; the rest by the scalar loop. */
+#define DEFINE_PROBS_PLAUSIBLE_COLS(SUFFIX, T)                                                              \
+    __attribute__((target("avx2,fma"))) static int probs_plausible_cols_##SUFFIX(                           \
+        const T *x, Py_ssize_t rows, Py_ssize_t k, double high, double half_tol)                            \
+    {                                                                                                       \
+        __m256d xcol[COLS_MAX_K];                                                                           \
+        const __m256d zero = _mm256_setzero_pd(), vhigh = _mm256_set1_pd(high);                            \
+        const __m256d one = _mm256_set1_pd(1.0), vtol = _mm256_set1_pd(half_tol);                          \
+        const __m256d abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));             \
+        Py_ssize_t i = 0;                                                                                   \
+        for (; i + 4 <= rows; i += 4) {                                                                     \
+            cols4_##SUFFIX(x + i * k, k, xcol);                                                             \
+            __m256d sum = zero, ok = _mm256_cmp_pd(zero, zero, _CMP_EQ_OQ);                                 \
+            for (Py_ssize_t j = 0; j < k; j++) {                                                            \
+                ok = _mm256_and_pd(ok, _mm256_and_pd(_mm256_cmp_pd(xcol[j], zero, _CMP_GE_OQ),             \
+                                                     _mm256_cmp_pd(xcol[j], vhigh, _CMP_LE_OQ)));          \
+                sum = _mm256_add_pd(sum, xcol[j]);                                                          \
+            }                                                                                               \
+            ok = _mm256_and_pd(ok, _mm256_cmp_pd(_mm256_and_pd(_mm256_sub_pd(sum, one), abs_mask), vtol,    \
+                                                 _CMP_LE_OQ));                                              \
+            if (_mm256_movemask_pd(ok) != 15) {                                                             \
+                return 0;                                                                                   \
+            }                                                                                               \
+        }                                                                                                   \
+        return probs_plausible_rows_##SUFFIX(x + i * k, rows - i, k, high, half_tol);                       \
+    }
+DEFINE_PROBS_PLAUSIBLE_COLS(f32, float)
+DEFINE_PROBS_PLAUSIBLE_COLS(f64, double)
+#endif
+
+static PyObject *
+py_probs_plausible(PyObject *self, PyObject *args)
+{
+    PyObject *o_values;
+    double high, tol;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "Odd:probs_plausible", &o_values, &high, &tol)) {
+        return NULL;
+    }
+    Views v = {.n = 0};
+    int kind;
+    Py_buffer *b_values = views_next(&v);
+    TAKE(v, o_values, "values", 2, KINDS_FLOAT, 0, kind);
+    const Py_ssize_t rows = b_values->shape[0], k = b_values->shape[1];
+    int plausible;
+    Py_BEGIN_ALLOW_THREADS
+#ifdef HAVE_AVX2
+    if (cols_cpu_ok && k >= 1 && k <= COLS_MAX_K) {
+        plausible = kind == K_F32 ? probs_plausible_cols_f32((const float *)b_values->buf, rows, k, high, tol / 2)
+                                  : probs_plausible_cols_f64((const double *)b_values->buf, rows, k, high, tol / 2);
+    }
+    else
+#endif
+    {
+        plausible = kind == K_F32 ? probs_plausible_rows_f32((const float *)b_values->buf, rows, k, high, tol / 2)
+                                  : probs_plausible_rows_f64((const double *)b_values->buf, rows, k, high, tol / 2);
+    }
+    Py_END_ALLOW_THREADS
+    views_release(&v);
+    return PyBool_FromLong(plausible);
+fail:
+    views_release(&v);
+    return NULL;
+}
+
 /* ---------- unpack_keys: sorted packed keys back to (conf, correct) ---------- */
 
 PyDoc_STRVAR(unpack_keys_doc,
@@ -2780,6 +2880,7 @@ static PyMethodDef methods[] = {
     {"ks_sorted", py_ks_sorted, METH_VARARGS, ks_sorted_doc},
     {"unpack_keys", py_unpack_keys, METH_VARARGS, unpack_keys_doc},
     {"all_finite", py_all_finite, METH_VARARGS, all_finite_doc},
+    {"probs_plausible", py_probs_plausible, METH_VARARGS, probs_plausible_doc},
     {NULL, NULL, 0, NULL},
 };
 

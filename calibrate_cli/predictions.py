@@ -177,6 +177,8 @@ class ScoreCheck:
         """Raise :class:`~calibrate_cli.errors.InputError` naming the first bad row (``first_row`` is
         the chunk's first row in the whole set) if ``chunk`` holds a bad value."""
         name, tolerance = self.name, self.tolerance
+        if self.input_kind == "probs" and _probs_plausible(chunk, tolerance):
+            return  # every check below would pass
         # a first look says whether the chunk needs the exact per-row checks below: for logits the C
         # extension's all_finite (one pass, half the time of numpy's min and max), else one min/max
         # reduction (numpy's SIMD loops, no temporaries; NaN propagates into both): ~10× cheaper than
@@ -227,6 +229,20 @@ def _all_finite(chunk: np.ndarray) -> bool | None:
 
 
 _FINITE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _probs_plausible(chunk: np.ndarray, tolerance: float) -> bool:
+    """Whether a chunk of probabilities surely passes :meth:`ScoreCheck.rows`, by the C extension's
+    ``probs_plausible`` in one pass (float32/float64 (rows, K), C-contiguous): every value in
+    [0, 1 + tolerance] and every row's float64 sum within tolerance/2 of 1, a margin far above any
+    difference between two orders of the same additions. False where it does not run, or when the
+    exact checks must decide."""
+    from .kernels import _ckernel
+
+    if (_ckernel is None or chunk.ndim != 2 or chunk.dtype not in _FINITE_DTYPES
+            or not chunk.flags.c_contiguous):
+        return False
+    return bool(_ckernel.probs_plausible(chunk, 1.0 + tolerance, tolerance))
 
 
 def _check_scores(scores: np.ndarray, name: str, input_kind: str, *, values: bool = True) -> ScoreCheck:

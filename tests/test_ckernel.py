@@ -987,6 +987,39 @@ def test_all_finite_finds_each_nan_and_inf(dtype):
         ck.all_finite(np.zeros(3, dtype=np.int64))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [1, 2, 3, 10, 128, 130])
+def test_probs_plausible_only_when_every_check_would_pass(dtype, k):
+    """True for probabilities (one-hot rows, 0 and 1 + tol included); False for a value below 0, above
+    1 + tol or NaN, or a row sum more than tol/2 from 1, in a group of four rows or in the rows left
+    over; and ScoreCheck still accepts a row sum within tol but beyond tol/2 (the exact check decides)."""
+    from calibrate_cli.errors import InputError
+    from calibrate_cli.predictions import ScoreCheck
+
+    rng = np.random.default_rng(k)
+    tol = 1e-3
+    p = rng.dirichlet(np.ones(k), 11).astype(dtype)
+    p[3] = 0.0
+    p[3, 0] = 1.0
+    assert ck.probs_plausible(p, 1.0 + tol, tol) is True
+    assert ck.probs_plausible(p[:0], 1.0 + tol, tol) is True
+    for row in (0, 5, 10):  # in a group of four, and in the rows left over
+        for bad in (-1e-9, 1.0 + 2 * tol, np.nan):
+            spoilt = p.copy()
+            spoilt[row, k - 1] = bad
+            assert ck.probs_plausible(spoilt, 1.0 + tol, tol) is False, (row, bad)
+        off = p.copy()
+        off[row] = 0.0
+        off[row, 0] = 1.0 + 0.75 * tol  # within the tolerance, beyond its half
+        assert ck.probs_plausible(off, 1.0 + tol, tol) is False
+        ScoreCheck("scores", "probs", tol).rows(off, 0)  # the exact check accepts it
+        off[row, 0] = 1.0 + 1.5 * tol
+        with pytest.raises(InputError):
+            ScoreCheck("scores", "probs", tol).rows(off, 0)
+    with pytest.raises(ValueError):
+        ck.probs_plausible(p[:, 0].copy(), 1.0 + tol, tol)  # 1-D
+
+
 def test_unpack_keys_refuses_bad_arguments():
     keys, correct = np.arange(4, dtype=np.int64), np.empty(4, dtype=bool)
     ck.unpack_keys(keys, correct)
