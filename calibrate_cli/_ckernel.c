@@ -620,6 +620,21 @@ labels4_ok(const int64_t *y, Py_ssize_t k)
            & ((uint64_t)y[3] < (uint64_t)k);
 }
 
+/* The largest of k column vectors in each lane as the scalar loops take it (v > mx ? v : mx, so a NaN
+ * is never taken after the first value) and its first index (as doubles, in *first). */
+__attribute__((target("avx2"), always_inline)) static inline __m256d
+cols_first_max(const __m256d *col, Py_ssize_t k, __m256d *first)
+{
+    __m256d mx = col[0], at = _mm256_setzero_pd();
+    for (Py_ssize_t j = 1; j < k; j++) {
+        const __m256d gt = _mm256_cmp_pd(col[j], mx, _CMP_GT_OQ);
+        at = _mm256_blendv_pd(at, _mm256_set1_pd((double)j), gt);
+        mx = _mm256_blendv_pd(mx, col[j], gt);
+    }
+    *first = at;
+    return mx;
+}
+
 /* Four rows' logits (row r at base + r·k): their maximum as the scalar loop takes it and its first index
  * (as doubles), e = exp(x − max) (K vectors, ecol; z = x − max in zcol unless NULL); returns the lanes
  * exact_exp4 left to the C library.
@@ -631,12 +646,8 @@ labels4_ok(const int64_t *y, Py_ssize_t k)
     {                                                                                                        \
         __m256d xcol[COLS_MAX_K];                                                                            \
         cols4_##SUFFIX(base, k, xcol);                                                                       \
-        __m256d mx = xcol[0], first = _mm256_setzero_pd();                                                   \
-        for (Py_ssize_t j = 1; j < k; j++) {                                                                 \
-            const __m256d gt = _mm256_cmp_pd(xcol[j], mx, _CMP_GT_OQ);                                       \
-            first = _mm256_blendv_pd(first, _mm256_set1_pd((double)j), gt);                                  \
-            mx = _mm256_blendv_pd(mx, xcol[j], gt);                                                          \
-        }                                                                                                    \
+        __m256d first;                                                                                       \
+        const __m256d mx = cols_first_max(xcol, k, &first);                                                  \
         int redo_lanes = 0;                                                                                  \
         unsigned any = 0;                                                                                    \
         const __m256d half = _mm256_set1_pd(0.5);                                                            \
@@ -1022,14 +1033,7 @@ DEFINE_FUSED_AVX2(f64, double)
                 }                                                                                          \
                 else { /* probabilities: p itself (p/1 below is p), conf the first largest p */            \
                     cols4_##SUFFIX(scores + i * k, k, ecol);                                               \
-                    __m256d mx = ecol[0];                                                                  \
-                    first = zero;                                                                          \
-                    for (Py_ssize_t j = 1; j < k; j++) {                                                   \
-                        const __m256d gt = _mm256_cmp_pd(ecol[j], mx, _CMP_GT_OQ);                         \
-                        first = _mm256_blendv_pd(first, _mm256_set1_pd((double)j), gt);                    \
-                        mx = _mm256_blendv_pd(mx, ecol[j], gt);                                            \
-                    }                                                                                      \
-                    _mm256_storeu_pd(conf + i, mx);                                                        \
+                    _mm256_storeu_pd(conf + i, cols_first_max(ecol, k, &first));                           \
                     _mm256_storeu_pd(bests, first);                                                        \
                 }                                                                                          \
                 waiting[group] = 1;                                                                        \
@@ -1510,6 +1514,17 @@ DEFINE_TOP_LABEL_REST(f64, double)
         Py_ssize_t i = 0;                                                                                \
         for (; i + 4 <= rows && labels4_ok(t->labels + i, k); i += 4) {                                  \
             __m256d first;                                                                               \
+            const int64_t *y = t->labels + i;                                                            \
+            if (!t->is_logits) { /* probabilities: conf the first largest p */                           \
+                double firsts[4];                                                                        \
+                cols4_##SUFFIX(scores + i * k, k, ecol);                                                 \
+                _mm256_storeu_pd(t->conf + i, cols_first_max(ecol, k, &first));                          \
+                _mm256_storeu_pd(firsts, first);                                                         \
+                for (int r = 0; r < 4; r++) {                                                            \
+                    t->correct[i + r] = (int64_t)firsts[r] == y[r];                                      \
+                }                                                                                        \
+                continue;                                                                                \
+            }                                                                                            \
             unsigned any_before;                                                                         \
             const unsigned redo = cols_exp_##SUFFIX(scores + i * k, k, ecol, NULL, &first, before, &any_before); \
             const __m256d total = block_sum_cols(ecol, k);                                               \
@@ -1518,7 +1533,6 @@ DEFINE_TOP_LABEL_REST(f64, double)
             const __m256d best = cols_prediction(ecol, k, first, total, conf, before, any_before);       \
             double bests[4];                                                                             \
             _mm256_storeu_pd(bests, best);                                                               \
-            const int64_t *y = t->labels + i;                                                            \
             for (int r = 0; r < 4; r++) {                                                                \
                 t->correct[i + r] = (int64_t)bests[r] == y[r];                                           \
             }                                                                                            \
@@ -1655,7 +1669,8 @@ py_top_label_rows(PyObject *self, PyObject *args)
     const Py_ssize_t rows = b_scores->shape[0], k = b_scores->shape[1];
     Py_buffer *b_conf, *b_correct;
     if (!take_conf_correct(&v, o_conf, o_correct, rows, &b_conf, &b_correct)) goto fail;
-    const int use_vector = vector && is_logits && exact_exp_ok;
+    /* logits: the vector exp where it is the C library's; probabilities: rows in lanes, 2 ≤ K ≤ COLS_MAX_K */
+    const int use_vector = vector && (is_logits ? exact_exp_ok : cols_cpu_ok && k >= 2 && k <= COLS_MAX_K);
     TopLabel t = {
         .rows = rows, .k = k, .is_logits = is_logits,
         .labels = (const int64_t *)b_labels->buf, .conf = (double *)b_conf->buf,

@@ -891,6 +891,18 @@ def test_top_label_rows_rows_in_lanes_equal_the_scalar_loop(dtype, k):
     for vector in (True, False):
         with pytest.raises(ValueError, match=rf"labels\[6\] = {k}"):
             ck.top_label_rows(scores, labels, True, np.empty(12), np.empty(12, dtype=bool), vector)
+    if k <= 128:  # probabilities too: the first largest p
+        for n in (1, 5, 7, 1003):
+            probs, labels = _lanes_probabilities(n, k, dtype, rng)
+            got = []
+            for vector in (True, False):
+                conf, correct = np.full(n, -1.0), np.zeros(n, dtype=bool)
+                ran = ck.top_label_rows(probs, labels, False, conf, correct, vector)
+                got.append((_bits(conf), correct, ran))
+            assert np.array_equal(got[0][0], got[1][0]) and np.array_equal(got[0][1], got[1][1]), n
+            assert got[1][2] is False
+            if platform.machine() in ("x86_64", "AMD64") and {"avx2", "fma"} <= set(_cpu_flags().split()):
+                assert got[0][2]  # the vector loop was the one compared
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
