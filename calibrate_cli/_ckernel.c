@@ -6,8 +6,10 @@
  *       the fused per-row summary of calibrate_cli/_fused_kernel.py's _fused_rows, operation for
  *       operation (the same float64 operations in the same order: numpy's pairwise sum for
  *       Σ_j exp z_ij, a sequential Σ (p_k − [k = y])² for Brier, the ⌈p·M⌉ − 1 bin candidate and its
- *       two edge corrections, cells accumulated in row order), so every output is bit-identical; for
- *       logits with AVX2 in blocks of rows, four classes at a time (fused_avx2: the same bits).
+ *       two edge corrections, cells accumulated in row order), so every output is bit-identical;
+ *       with AVX2: four rows at a time, one per lane, for 2 ≤ K ≤ 128 (fused_cols, logits and
+ *       probabilities), logits of more classes in blocks of rows, four classes at a time (fused_avx2);
+ *       the same bits.
  *   bin_sums_1d(values, targets, edges, uniform, lowest_closed, count, sum_conf, sum_correct)
  *       the 1-D binning pass of calibrate_cli/_bin_kernel.py (float64 values, bool targets and at most
  *       16 bins: the sums in AVX2 registers, bin_sums_avx2_f64_bool; the same bits).
@@ -24,7 +26,8 @@
  *   top_label_rows(scores, labels, is_logits, conf, correct, vector=True)
  *       the top-label confidence and correctness alone (what ECE, MCE, accuracy read), bit-identical to
  *       fused_rows': the C library's exp, four values at a time by exact_exp4 where the CPU has AVX2 and
- *       FMA (the GNU C library's exp, operation for operation; checked against the C library at import).
+ *       FMA (the GNU C library's exp, operation for operation; checked against the C library at import);
+ *       four rows at a time for 2 ≤ K ≤ 128 (top_label_cols, logits and probabilities).
  *   exp_exact(x, out)
  *       exact_exp4 over an array (for the tests).
  *   bucket_counts(values, lo, hi, scale, counts), bucket_gather(values, lo, hi, scale, gather, span, members, low, high)
@@ -1246,9 +1249,10 @@ PyDoc_STRVAR(fused_rows_doc,
 "scores: float32/float64 (N, K); labels: int64 (N,) in [0, K); edges: float64 (m + 1,) = b/m;\n"
 "conf, nll, brier: float64 (N,); correct: bool (N,); top5: bool (N,) when want_top5 (else unused);\n"
 "count: int64 (K, m), sum_p, sum_y: float64 (K, m) when classwise (added to; else unused).\n"
-"vector: for logits, the AVX2 block loop (exact_exp4, four classes at a time; the same bits) where the CPU\n"
-"has AVX2 and FMA, the import's self-check passed and the edges are b/m (else, or with False, the scalar\n"
-"loop). Returns whether the vector loop ran.");
+"vector: the AVX2 loops (the same bits as the scalar loop) where the CPU has AVX2 and FMA and the edges\n"
+"are b/m: for 2 <= K <= 128, four rows at a time, one per lane (fused_cols; logits need the import's\n"
+"exp self-check to have passed); for logits of more classes, blocks of rows four classes at a time\n"
+"(fused_avx2). Else, or with False, the scalar loop. Returns whether a vector loop ran.");
 
 static PyObject *
 py_fused_rows(PyObject *self, PyObject *args)
@@ -1648,9 +1652,10 @@ PyDoc_STRVAR(top_label_rows_doc,
 "Each row's top-label confidence and correctness, as fused_rows computes them (bit for bit): for logits\n"
 "conf = max softmax (float64, the C library's exp), correct = [first argmax = label].\n\n"
 "scores: float32/float64 (N, K); labels: int64 (N,) in [0, K); conf: float64 (N,); correct: bool (N,).\n"
-"vector: for logits, exact_exp4 four classes at a time where the CPU has AVX2 and FMA and the import's\n"
-"self-check passed (else, or with False, the C library's exp one value at a time). Returns whether the\n"
-"vector loop ran.");
+"vector: where the CPU has AVX2 and FMA, for 2 <= K <= 128 four rows at a time, one per lane\n"
+"(top_label_cols; logits by exact_exp4, which needs the import's self-check to have passed); for logits\n"
+"of more classes exact_exp4 four classes at a time. Else, or with False, the scalar loop (the C library's\n"
+"exp one value at a time). Returns whether a vector loop ran.");
 
 static PyObject *
 py_top_label_rows(PyObject *self, PyObject *args)
