@@ -2298,7 +2298,9 @@ py_spread_unit(PyObject *self, PyObject *args)
     if (o_parts != Py_None) {
         Py_buffer *b_parts = views_next(&v);
         TAKE(v, o_parts, "parts", 2, KINDS_F64, 1, kind);
-        if (!check_len(b_parts, "parts", 0, (n + piece - 1) / piece) || !check_len(b_parts, "parts", 1, 4 * g)) goto fail;
+        if (!check_len(b_parts, "parts", 0, (n + piece - 1) / piece) || !check_len(b_parts, "parts", 1, 4 * g)) {
+            goto fail;
+        }
         s.parts = (double *)b_parts->buf;
     }
     s.acc = (double *)PyMem_RawMalloc(4 * (size_t)g * sizeof(double));
