@@ -264,8 +264,8 @@ def _thread_buffers(rows: int) -> tuple[np.ndarray, ...]:
     at once (``sums_only``), and fresh arrays would fault in new pages each time."""
     buffers = getattr(_chunk_buffers, "arrays", None)
     if buffers is None or buffers[0].shape[0] < rows:
-        floats, flags = (np.empty(rows) for _ in range(3)), (np.empty(rows, dtype=bool) for _ in range(2))
-        (nll, brier, scaled), (top5, infinite) = floats, flags
+        nll, brier, scaled = np.empty(rows), np.empty(rows), np.empty(rows)
+        top5, infinite = np.empty(rows, dtype=bool), np.empty(rows, dtype=bool)
         buffers = (nll, brier, top5, scaled, infinite)
         _chunk_buffers.arrays = buffers
     return tuple(b[:rows] for b in buffers)
