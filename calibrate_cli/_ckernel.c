@@ -36,6 +36,8 @@
  *   ks_sorted(conf, correct)
  *       KS-CE's maximum over samples sorted by confidence (calibrate_cli/sorting.py's ks_from_sorted) in
  *       one pass: the same sequential sum, the same bits.
+ *   pack_keys(conf, correct, out)
+ *       sort keys (calibrate_cli/sorting.py's pack_keys) made and checked (packable) in one pass.
  *   unpack_keys(keys, correct)
  *       sorted packed keys (calibrate_cli/sorting.py's pack_keys) back to conf's bits and correct, in one pass.
  *   all_finite(values)
@@ -2848,6 +2850,55 @@ fail:
     return NULL;
 }
 
+/* ---------- pack_keys: (conf, correct) into sort keys, checked ---------- */
+
+PyDoc_STRVAR(pack_keys_doc,
+"pack_keys(conf, correct, out)\n"
+"--\n\n"
+"out = bits(conf) << 1 | correct (calibrate_cli.sorting.pack_keys) in one pass, if every confidence\n"
+"lies in [0, 2) (sorting.packable): True; else False, out partly written. conf: float64 (N,);\n"
+"correct: bool (N,); out: int64 (N,), writeable.");
+
+static PyObject *
+py_pack_keys(PyObject *self, PyObject *args)
+{
+    PyObject *o_conf, *o_correct, *o_out;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOO:pack_keys", &o_conf, &o_correct, &o_out)) {
+        return NULL;
+    }
+    Views v = {.n = 0};
+    int kind;
+    Py_buffer *b_conf, *b_correct;
+    const Py_ssize_t n = take_column_pair(&v, o_conf, "conf", KINDS_F64, 0, o_correct, "correct", KINDS_BOOL, 0,
+                                          &b_conf, &b_correct);
+    if (n < 0) goto fail;
+    Py_buffer *b_out = views_next(&v);
+    TAKE(v, o_out, "out", 1, KINDS_I64, 1, kind);
+    if (!check_len(b_out, "out", 0, n)) goto fail;
+    const double *restrict conf = (const double *)b_conf->buf;
+    const unsigned char *restrict correct = (const unsigned char *)b_correct->buf;
+    int64_t *restrict out = (int64_t *)b_out->buf;
+    int packable = 1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const double c = conf[i];
+        if (!(c >= 0.0 && c < 2.0)) {
+            packable = 0;
+            break;
+        }
+        uint64_t bits;
+        memcpy(&bits, &c, sizeof bits);
+        out[i] = (int64_t)((bits << 1) | (uint64_t)(correct[i] & 1));
+    }
+    Py_END_ALLOW_THREADS
+    views_release(&v);
+    return PyBool_FromLong(packable);
+fail:
+    views_release(&v);
+    return NULL;
+}
+
 /* ---------- unpack_keys: sorted packed keys back to (conf, correct) ---------- */
 
 PyDoc_STRVAR(unpack_keys_doc,
@@ -2901,6 +2952,7 @@ static PyMethodDef methods[] = {
     {"bucket_gather", py_bucket_gather, METH_VARARGS, bucket_gather_doc},
     {"ks_sorted", py_ks_sorted, METH_VARARGS, ks_sorted_doc},
     {"unpack_keys", py_unpack_keys, METH_VARARGS, unpack_keys_doc},
+    {"pack_keys", py_pack_keys, METH_VARARGS, pack_keys_doc},
     {"all_finite", py_all_finite, METH_VARARGS, all_finite_doc},
     {"probs_plausible", py_probs_plausible, METH_VARARGS, probs_plausible_doc},
     {NULL, NULL, 0, NULL},

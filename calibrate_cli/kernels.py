@@ -59,7 +59,7 @@ except ImportError:  # pragma: no cover - depends on the build
 #: the loops the C extension must hold; a build from older sources (an in-place .so left behind by an
 #: upgrade) that lacks one is not used at all, rather than used in part
 CKERNEL_FUNCTIONS = ("fused_rows", "bin_sums_1d", "spread_unit", "nll_rows", "top_label_rows", "bucket_counts",
-                     "bucket_gather", "ks_sorted", "unpack_keys", "all_finite",
+                     "bucket_gather", "ks_sorted", "pack_keys", "unpack_keys", "all_finite",
                      "probs_plausible")
 if _ckernel is not None and not all(hasattr(_ckernel, name) for name in CKERNEL_FUNCTIONS):  # pragma: no cover
     _ckernel = None

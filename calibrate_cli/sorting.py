@@ -33,6 +33,7 @@ from .parallel import run_together, together
 __all__ = [
     "order_statistics",
     "sort_by_confidence",
+    "pack_checked",
     "pack_keys",
     "packable",
     "sort_packed",
@@ -87,6 +88,21 @@ def pack_keys(conf: np.ndarray, correct: np.ndarray, out: np.ndarray) -> None:
     confidences in [0, 2) (:func:`packable`) the keys sort as (conf, correct)."""
     np.left_shift(conf.view(np.int64), 1, out=out)
     out |= correct
+
+
+def pack_checked(conf: np.ndarray, correct: np.ndarray, out: np.ndarray) -> bool:
+    """:func:`pack_keys` into ``out`` if every confidence is :func:`packable` (True); else False, with
+    ``out`` partly written. One pass with the C extension (its ``pack_keys``), else numpy's min, max,
+    shift and or; the same keys."""
+    compiled = _ckernel()
+    if (compiled is not None and conf.dtype == np.dtype(np.float64) and correct.dtype == np.bool_
+            and out.dtype == np.dtype(np.int64) and conf.flags.c_contiguous and correct.flags.c_contiguous
+            and out.flags.c_contiguous):
+        return bool(compiled.pack_keys(conf, correct, out))
+    if conf.shape[0] and not packable(conf):
+        return False
+    pack_keys(conf, correct, out)
+    return True
 
 
 def sort_packed(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -198,7 +214,8 @@ def order_statistics(values: np.ndarray, ranks) -> np.ndarray:
 
 
 def _ckernel():
-    """The C extension (``bucket_counts``, ``bucket_gather``, ``ks_sorted``, ``unpack_keys``) when built, else None."""
+    """The C extension (``bucket_counts``, ``bucket_gather``, ``ks_sorted``, ``pack_keys``, ``unpack_keys``) when
+    built, else None."""
     from .kernels import _ckernel as compiled
 
     return compiled

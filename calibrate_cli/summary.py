@@ -28,7 +28,7 @@ from .pages import release_rows
 from .parallel import cpu_threads, map_chunks
 from . import predictions as _predictions
 from .predictions import Predictions
-from .sorting import PairwisePieces, PairwiseSum, pack_keys, packable
+from .sorting import PairwisePieces, PairwiseSum, pack_checked
 
 if TYPE_CHECKING:
     from .class_samples import ClassSorted
@@ -346,12 +346,8 @@ def summarize(
     unpackable = []  # a chunk appends when its confidences cannot be packed
 
     def pack(rows: slice, conf: np.ndarray, corr: np.ndarray) -> None:
-        if keys is None or unpackable:
-            return
-        if conf.shape[0] and not packable(conf):
+        if keys is not None and not unpackable and not pack_checked(conf, corr, keys[rows]):
             unpackable.append(rows.start)
-            return
-        pack_keys(conf, corr, keys[rows])
 
     def one_chunk(rows: slice):
         """Fill the per-sample arrays on ``rows``; return the chunk's classwise statistics."""

@@ -230,7 +230,7 @@ def test_the_pass_packs_the_sort_keys_of_every_chunk(top_label_only, monkeypatch
         run = correct[conf == value]
         assert run.sum() == s.correct[s.confidences == value].sum() and np.all(np.diff(run.astype(int)) >= 0)
     assert summary_module.summarize(data, sort_keys=True, compat="focal-calibration").sort_keys is None
-    monkeypatch.setattr(summary_module, "packable", lambda conf: False)
+    monkeypatch.setattr(summary_module, "pack_checked", lambda conf, correct, out: False)
     assert summary_module.summarize(data, sort_keys=True).sort_keys is None
 
 
@@ -257,3 +257,26 @@ def test_sort_packed_takes_the_keys_apart_as_numpy_does(n, monkeypatch):
     want = sorting.sort_packed(keys.copy())
     assert np.array_equal(got[0].view(np.int64), want[0].view(np.int64)) and np.array_equal(got[1], want[1])
     assert np.array_equal(got[0], np.sort(conf)) and got[1].sum() == correct.sum()
+
+
+@pytest.mark.parametrize("bad", [None, np.nan, 2.0, -1e-300, np.inf])
+def test_pack_checked_equals_packable_and_pack_keys(bad, monkeypatch):
+    """The C extension's one-pass pack_keys: the keys of numpy's shift and or where every confidence is
+    packable ([0, 2): 0.0, 1.0 and the largest double below 2 included), False where one is not."""
+    from calibrate_cli import sorting
+
+    rng = np.random.default_rng(5)
+    conf = rng.uniform(0, 1, 1001)
+    conf[:3] = [0.0, 1.0, np.nextafter(2.0, 0.0)]
+    if bad is not None:
+        conf[500] = bad
+    correct = rng.random(1001) < 0.5
+    got = np.zeros(1001, dtype=np.int64)
+    ok = sorting.pack_checked(conf, correct, got)
+    assert ok == (bad is None) == sorting.packable(conf)
+    if ok:
+        want = np.empty(1001, dtype=np.int64)
+        sorting.pack_keys(conf, correct, want)
+        assert np.array_equal(got, want)
+    monkeypatch.setattr(sorting, "_ckernel", lambda: None)
+    assert sorting.pack_checked(conf, correct, np.zeros(1001, dtype=np.int64)) == ok
