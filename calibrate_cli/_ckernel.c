@@ -507,7 +507,7 @@ DEFINE_EXP_BLOCK(f64, double)
 #endif
 
 #ifdef HAVE_AVX2
-/* ---------- rows in lanes: logits of few classes, four rows at a time ----------
+/* ---------- rows in lanes: logits or probabilities of few classes, four rows at a time ----------
  *
  * For K ≤ COLS_MAX_K classes a row is too short for vectors across its classes to pay (K = 10: three
  * vectors, two lanes of padding, and per row a call of the pairwise sum, a scalar maximum and the
@@ -973,16 +973,20 @@ DEFINE_FUSED_AVX2(f64, double)
 /* Rows whose NLL waits for its logarithm: the C library's log is called after their vector loop. */
 #define FUSED_COLS_BLOCK 64
 
-/* fused_rows for logits of 2 ≤ K ≤ COLS_MAX_K classes, four rows at a time, one per lane, the scalar
- * loop's numbers bit for bit:
+/* fused_rows for logits or probabilities of 2 ≤ K ≤ COLS_MAX_K classes, four rows at a time, one per
+ * lane, the scalar loop's numbers bit for bit:
  *
- * - cols_exp, block_sum_cols and cols_prediction as in top_label_cols: e, Σe, conf = 1/Σe and the
- *   predicted class (p = e/Σe is largest at e = 1);
+ * - logits: cols_exp, block_sum_cols and cols_prediction as in top_label_cols: e, Σe, conf = 1/Σe and
+ *   the predicted class (p = e/Σe is largest at e = 1); probabilities: p itself (Σe taken as 1, and
+ *   p/1 = p), conf and the predicted class the first largest p (cols_first_max);
  * - class after class on the four rows: p = e/Σe (vector division), Brier's (p − [j = y])² added in
- *   the scalar loop's order, the top-5 rank by comparisons of z against z_y, and the classwise bin
- *   of p as fused_avx2 finds it (FUSED_BIN_DELTA; lanes near an edge by UNIFORM_BIN_CANDIDATE), each p
- *   added into its cell in row order (a cell belongs to one class, and the lanes go in row order);
- * - NLL = −(z_y − log Σe), the logs after each block of FUSED_COLS_BLOCK rows (no call in the vector loop).
+ *   the scalar loop's order, the top-5 rank by comparisons of the ranked scores (z, or p) against the
+ *   label's, and the classwise bin of p as fused_avx2 finds it (FUSED_BIN_DELTA; lanes near an edge
+ *   by UNIFORM_BIN_CANDIDATE);
+ * - then each p added into its cell row after row, class after class: a row's cells are distinct (no
+ *   addition waits for the one before), and each cell, of one class, gets its rows in order;
+ * - NLL = −(z_y − log Σe), or −log p_y (+inf for p_y ≤ 0), the logs after each block of
+ *   FUSED_COLS_BLOCK rows (no call in the vector loop).
  *
  * A group of four rows with a value exact_exp4 left to the C library (|z| ≥ 512, NaN) is done by the
  * scalar loop in its place; a label out of range stops the vector loop (the scalar loop takes over at
@@ -1510,7 +1514,8 @@ DEFINE_TOP_LABEL_AVX2(f64, double)
 DEFINE_TOP_LABEL_REST(f32, float)
 DEFINE_TOP_LABEL_REST(f64, double)
 
-/* top_label_rows for logits of 2 ≤ K ≤ COLS_MAX_K classes, rows in lanes: the scalar loop's bits. */
+/* top_label_rows for logits or probabilities of 2 ≤ K ≤ COLS_MAX_K classes, rows in lanes: the scalar
+ * loop's bits. */
 #define DEFINE_TOP_LABEL_COLS(SUFFIX, T)                                                                 \
     __attribute__((target("avx2,fma"))) static void top_label_cols_##SUFFIX(TopLabel *t, const T *scores) \
     {                                                                                                    \

@@ -221,14 +221,11 @@ class ScoreCheck:
 def _all_finite(chunk: np.ndarray) -> bool | None:
     """Whether no value of ``chunk`` is NaN or ±inf, by the C extension's ``all_finite`` (float32 or
     float64, C-contiguous); None where it does not run."""
-    from .kernels import _ckernel
+    from .kernels import _FUSED_DTYPES, _ckernel
 
-    if _ckernel is None or chunk.dtype not in _FINITE_DTYPES or not chunk.flags.c_contiguous:
+    if _ckernel is None or chunk.dtype not in _FUSED_DTYPES or not chunk.flags.c_contiguous:
         return None
     return bool(_ckernel.all_finite(chunk.reshape(-1)))
-
-
-_FINITE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _probs_plausible(chunk: np.ndarray, tolerance: float) -> bool:
@@ -237,9 +234,9 @@ def _probs_plausible(chunk: np.ndarray, tolerance: float) -> bool:
     [0, 1 + tolerance] and every row's float64 sum within tolerance/2 of 1, a margin far above any
     difference between two orders of the same additions. False where it does not run, or when the
     exact checks must decide."""
-    from .kernels import _ckernel
+    from .kernels import _FUSED_DTYPES, _ckernel
 
-    if (_ckernel is None or chunk.ndim != 2 or chunk.dtype not in _FINITE_DTYPES
+    if (_ckernel is None or chunk.ndim != 2 or chunk.dtype not in _FUSED_DTYPES
             or not chunk.flags.c_contiguous):
         return False
     return bool(_ckernel.probs_plausible(chunk, 1.0 + tolerance, tolerance))
