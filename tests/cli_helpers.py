@@ -18,8 +18,11 @@ def one_line_error(result, *fragments, absent=()) -> str:
 
 
 def after_eval_in_a_fresh_interpreter(tmp_path, expression: str, *args: str) -> str:
-    """The value of ``expression`` (printed in a fresh Python, e.g. over ``sys.modules``) after
-    ``calib eval`` of a 3 × 3 set with ``args``: what a command imports, without the test's imports."""
+    """The value of ``expression`` (printed in a fresh Python) after ``calib eval`` of a 3 × 3 set with
+    ``args``: what a command imports, without the test's imports. ``expression`` sees ``imported``,
+    the set of modules that calib's import and the command added to ``sys.modules``. Modules the
+    interpreter loaded before (a site-packages ``.pth`` file may import certifi, and with it zipfile)
+    are not calib's doing and are left out."""
     import subprocess
     import sys
 
@@ -29,9 +32,11 @@ def after_eval_in_a_fresh_interpreter(tmp_path, expression: str, *args: str) -> 
     np.save(tmp_path / "y.npy", np.arange(3))
     argv = ["eval", str(tmp_path / "s.npy"), str(tmp_path / "y.npy"), *args]
     code = (
-        "import sys; from calibrate_cli.cli import cli\n"
+        "import sys; started_with = set(sys.modules)\n"
+        "from calibrate_cli.cli import cli\n"
         f"try: cli({argv!r})\n"
         "except SystemExit: pass\n"
+        "imported = set(sys.modules) - started_with\n"
         f"print('VALUE', {expression})"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -270,12 +270,12 @@ def test_help_lists_eval_and_ends_with_examples(runner):
 def test_eval_of_npy_files_imports_no_module_it_does_not_use(tmp_path):
     """numpy.ma (np.unique's first call imports it), statistics (the bootstrap's normal quantiles) and
     zipfile (.npz files) cost ~20 ms of start-up together; `calib eval` of .npy files needs none."""
-    expression = "sorted(m for m in ('numpy.ma', 'statistics', 'zipfile') if m in sys.modules)"
+    expression = "sorted(m for m in ('numpy.ma', 'statistics', 'zipfile') if m in imported)"
     assert after_eval_in_a_fresh_interpreter(tmp_path, expression, "--format", "json") == "[]"
 
 
 @pytest.mark.parametrize("fmt,rich_loaded", [("json", False), ("csv", False), ("table", True)])
 def test_machine_readable_output_starts_without_rich(tmp_path, fmt, rich_loaded):
     """JSON and CSV reports never import Rich (~50 ms of start-up); the table does."""
-    expression = "any(m == 'rich' or m.startswith('rich.') for m in sys.modules)"
+    expression = "any(m == 'rich' or m.startswith('rich.') for m in imported)"
     assert after_eval_in_a_fresh_interpreter(tmp_path, expression, "--format", fmt) == str(rich_loaded)

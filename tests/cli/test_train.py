@@ -123,7 +123,7 @@ def test_model_names_of_the_shell_are_the_rooms():
 
 
 def test_eval_never_imports_the_training_room(tmp_path):
-    expression = "sorted(m for m in sys.modules if m.startswith('calibrate_cli.training') or m == 'torch')"
+    expression = "sorted(m for m in imported if m.startswith('calibrate_cli.training') or m == 'torch')"
     assert after_eval_in_a_fresh_interpreter(tmp_path, expression) == "[]"
 
 
