@@ -36,6 +36,7 @@ __all__ = [
     "equal_mass_edges",
     "assign_bins",
     "bin_statistics",
+    "add_bin_sums",
 ]
 
 
@@ -375,19 +376,30 @@ def _compiled_binning(values, targets, edges) -> bool:
 
 
 def _bin_statistics_1d(values, targets, edges, lowest_closed, bin_index) -> BinStats:
-    """:func:`bin_statistics` of one column without weights, in pieces of :data:`_PIECE` samples.
-
-    Each piece's values are added into the running per-bin sums with ``np.add.at`` (unbuffered,
-    in sample order), so the sums are bit-identical to one ``np.bincount`` over all N samples,
-    while the bin indices and float64 copies exist for one piece at a time. From
-    :func:`_compiled_min` samples on, a compiled loop (the C extension's ``bin_sums_1d``, else numba's
-    ``_bin_kernel``) does the same in one sequential pass: the same sums bit for bit
-    (tests/test_scale.py, tests/test_ckernel.py)."""
+    """:func:`bin_statistics` of one column without weights (:func:`add_bin_sums` into zeros)."""
     m = np.asarray(edges).shape[0] - 1
-    n = int(values.shape[0])
     count = np.zeros(m, dtype=np.int64)
     sum_conf = np.zeros(m)
     sum_correct = np.zeros(m)
+    add_bin_sums(values, targets, edges, count, sum_conf, sum_correct, lowest_closed=lowest_closed, bin_index=bin_index)
+    return BinStats(edges=np.asarray(edges), count=count, sum_conf=sum_conf, sum_correct=sum_correct,
+                    n=int(np.asarray(values).shape[0]))
+
+
+def add_bin_sums(values, targets, edges, count, sum_conf, sum_correct, *, lowest_closed: bool = True,
+                 bin_index=None) -> None:
+    """Add the per-bin count, Σvalue and Σtarget of one column of samples (1-D ``values`` and
+    ``targets``) into running sums (``count`` int64, ``sum_conf`` and ``sum_correct`` float64, (M,)).
+
+    Each bin's sums are added to in sample order, as ``np.bincount`` adds: pieces of a column added
+    one after the other, in order, give the bits of :func:`bin_statistics` of the whole column (a pass
+    can bin each chunk as it arrives). Below :func:`_compiled_min` samples, pieces of :data:`_PIECE`
+    samples are added with ``np.add.at`` (unbuffered, in sample order); from it on, a compiled loop
+    (the C extension's ``bin_sums_1d``, else numba's ``_bin_kernel``) does the same in one sequential
+    pass: the same sums bit for bit (tests/test_scale.py, tests/test_ckernel.py)."""
+    values = np.asarray(values)
+    m = np.asarray(edges).shape[0] - 1
+    n = int(values.shape[0])
     targets = np.asarray(targets)
     edges_arr = np.asarray(edges)
     if bin_index is None and n >= _compiled_min() and _compiled_binning(values, targets, edges_arr):
@@ -401,7 +413,7 @@ def _bin_statistics_1d(values, targets, edges, lowest_closed, bin_index) -> BinS
         uniform = edges_arr.dtype == np.float64 and m > 1 and np.array_equal(edges_arr, uniform_edges(m))
         bin_sums_1d(np.ascontiguousarray(values), np.ascontiguousarray(targets), edges_arr, bool(uniform),
                     bool(lowest_closed), count, sum_conf, sum_correct)
-        return BinStats(edges=edges_arr, count=count, sum_conf=sum_conf, sum_correct=sum_correct, n=n)
+        return
     for start in range(0, n, _PIECE):
         piece = slice(start, min(n, start + _PIECE))
         v = values[piece]
@@ -417,4 +429,3 @@ def _bin_statistics_1d(values, targets, edges, lowest_closed, bin_index) -> BinS
         count += np.bincount(idx, minlength=m)
         np.add.at(sum_conf, idx, vals64)
         np.add.at(sum_correct, idx, t)
-    return BinStats(edges=np.asarray(edges), count=count, sum_conf=sum_conf, sum_correct=sum_correct, n=n)

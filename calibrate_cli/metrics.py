@@ -70,6 +70,8 @@ DEFAULT_N_BINS = 15
 
 #: the sums made from the top-label confidences and correctness alone (no NLL, Brier, top-5 or classwise pass)
 TOP_LABEL_SUMS = frozenset({"width", "mass", "correct", "conf", "s99", "s99_correct", "samples"})
+#: the sums a summary made with ``width_only`` holds (:func:`~calibrate_cli.summary.summarize`)
+WIDTH_SUMS = frozenset({"width", "correct", "conf", "s99", "s99_correct"})
 
 
 def equal_width_bins(
@@ -137,10 +139,16 @@ def summary_sums(
     for every sum that depends on that order) and AdaECE's edges are selected, not sorted for.
 
     ``in_order``: :func:`order_sums` of the summary when already computed (e.g. beside the sort).
+    A summary made with ``width_only`` carries its equal-width bins and these sums (``s.width``,
+    ``s.in_order``), made during its pass: they are used when not given.
     """
     needed = sums_needed(names)
     s, one = summary, lambda x: np.array([x], dtype=np.float64)  # noqa: E731
     consume = consume and _sortable_in_place(s.confidences) and s.compat is None
+    if width is None and s.width is not None and s.width.n_bins == n_bins:
+        width = s.width
+    if in_order is None:
+        in_order = s.in_order
     if width is None:
         width = equal_width_bins(s.confidences, s.correct, n_bins, compat=s.compat)
     if ordered is None and not consume and ("samples" in needed or (mass is None and "mass" in needed)):
@@ -288,7 +296,7 @@ def _metric(name: str, scores, labels, input_kind, n_bins=DEFAULT_N_BINS, compat
     # sums where sums suffice (the top label alone where that is all the metric reads); the summary is
     # dropped after, so its confidences may be sorted in place; the pass checks the values it reads
     summary = summarize(predictions, n_bins=n_bins, compat=compat, classwise="classwise_gap" in needed,
-                        sums_only=True, top_label_only=needed <= TOP_LABEL_SUMS)
+                        sums_only=True, top_label_only=needed <= TOP_LABEL_SUMS, width_only=needed <= WIDTH_SUMS)
     predictions = dataclasses.replace(predictions, pending=None)
     if "class_samples" in needed:
         summary = with_class_sorted(summary, predictions)

@@ -51,7 +51,10 @@ def _cpus() -> int:
 
 def map_chunks(fn: Callable[[slice], T], chunks: Iterable[slice], threads: int | None = None) -> Iterator[T]:
     """``fn(chunk)`` for every chunk, run on ``threads`` threads (default :func:`cpu_threads`), in
-    chunk order. At most ``threads + 1`` chunks are in flight, so memory stays bounded."""
+    chunk order. At most ``threads + 1`` chunks are in flight, so memory stays bounded: chunk
+    i + threads + 1 is submitted only after the caller has taken chunk i's result and asked for the
+    next, so ``threads + 1`` buffers used in turn (chunk i's: i mod (threads + 1)) are never written
+    while the caller reads them (:func:`~calibrate_cli.summary.summarize`'s ``width_only``)."""
     threads = cpu_threads() if threads is None else threads
     chunks = iter(chunks)
     if threads <= 1:

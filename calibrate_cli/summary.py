@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .binning import BinStats, SparseBinStats, assign_bins, torch_linspace_edges, uniform_edges
+from .binning import BinStats, SparseBinStats, add_bin_sums, assign_bins, torch_linspace_edges, uniform_edges
 from .errors import InputError
 from .kernels import check_engine, chunk_statistics, top_label_chunk, top_label_runs
+from .metric_registry import S99_THRESHOLD
 from .pages import release_rows
 from .parallel import cpu_threads, map_chunks
 from . import predictions as _predictions
@@ -129,15 +130,20 @@ class PredictionSummary:
                  (:func:`~calibrate_cli.sorting.pack_keys`; int64, (N,)) when asked for; for the
                  caller to sort (in place: :func:`~calibrate_cli.sorting.sort_packed`); else None
 
+    width        with ``width_only``: the equal-width bins (:class:`BinStats`), made during the pass
+    in_order     with ``width_only``: the sums in sample order (``metrics.order_sums``' dict), made
+                 during the pass
+
     A summary made with ``top_label_only`` (by the C extension) holds the confidences and correctness
-    only: nll, brier, top5, classwise and totals are all None.
+    only: nll, brier, top5, classwise and totals are all None. One made with ``width_only`` holds
+    ``width`` and ``in_order`` only: its confidences and correctness are None too.
     """
 
     n: int
     k: int
     labels: np.ndarray
-    confidences: np.ndarray
-    correct: np.ndarray
+    confidences: np.ndarray | None
+    correct: np.ndarray | None
     nll: np.ndarray | None
     brier: np.ndarray | None
     top5: np.ndarray | None
@@ -146,6 +152,39 @@ class PredictionSummary:
     class_sorted: ClassSorted | None = None
     totals: SampleTotals | None = None
     sort_keys: np.ndarray | None = None
+    width: BinStats | None = None
+    in_order: dict | None = None
+
+
+class _InOrderSums:
+    """:func:`~calibrate_cli.metrics.order_sums` and the equal-width bins of N samples that arrive in
+    consecutive pieces (:meth:`add`, in sample order): the same bits as over the whole arrays. The
+    bins' sums are sequential in sample order (:func:`~calibrate_cli.binning.add_bin_sums`), Σ conf
+    is ``np.sum``'s pairwise sum (:class:`~calibrate_cli.sorting.PairwiseSum`), the rest are counts."""
+
+    def __init__(self, n: int, edges: np.ndarray) -> None:
+        m = edges.shape[0] - 1
+        self.n, self.edges = n, edges
+        self.count, self.sum_conf, self.sum_correct = np.zeros(m, dtype=np.int64), np.zeros(m), np.zeros(m)
+        self.conf = PairwiseSum(n)
+        self.correct = self.s99 = self.s99_correct = 0
+
+    def add(self, conf: np.ndarray, correct: np.ndarray) -> None:
+        add_bin_sums(conf, correct, self.edges, self.count, self.sum_conf, self.sum_correct)
+        self.conf.add(conf)
+        confident = conf >= S99_THRESHOLD
+        self.correct += int(np.count_nonzero(correct))
+        self.s99 += int(np.count_nonzero(confident))
+        self.s99_correct += int(np.count_nonzero(confident & correct))
+
+    def width(self) -> BinStats:
+        return BinStats(edges=self.edges, count=self.count, sum_conf=self.sum_conf, sum_correct=self.sum_correct,
+                        n=self.n)
+
+    def in_order(self) -> dict[str, np.ndarray]:
+        one = lambda x: np.array([x], dtype=np.float64)  # noqa: E731
+        return dict(correct=one(self.correct), conf=one(self.conf.total()), s99=one(self.s99),
+                    s99_correct=one(self.s99_correct))
 
 
 #: K·M up to this many cells are kept dense (whatever N); beyond, only when K·M ≤ N·K (the input's size)
@@ -283,6 +322,7 @@ def summarize(
     device: str | None = None,
     top_label_only: bool = False,
     sort_keys: bool = False,
+    width_only: bool = False,
 ) -> PredictionSummary:
     """Compute the per-sample quantities (and classwise bin statistics) of ``predictions``.
 
@@ -314,7 +354,14 @@ def summarize(
 
     ``sort_keys``: also pack each chunk's (conf, correct) into ``summary.sort_keys``, on the pass's
     threads (float64 confidences; None when one lies outside [0, 2) or in compat mode), so that the
-    one sort after the pass starts from them."""
+    one sort after the pass starts from them.
+
+    ``width_only`` (with ``top_label_only``, where that runs; not with ``sort_keys``): only the
+    equal-width bins and the sums in sample order are wanted (ECE, MCE, RMS-CE, accuracy, S99, ...):
+    each chunk's confidences and correctness go to one of a few reused buffers and are binned and
+    summed by this thread as the chunks arrive, in chunk order (:class:`_InOrderSums`: the bits of
+    :func:`~calibrate_cli.metrics.equal_width_bins` and :func:`~calibrate_cli.metrics.order_sums`
+    over all N). The summary holds ``width`` and ``in_order``; no (N,) array is made."""
     compat = check_compat(compat)
     ops = _device_ops(device)
     n, k = predictions.n, predictions.k
@@ -323,14 +370,26 @@ def summarize(
                       and top_label_runs(predictions.scores.dtype))
     if top_label_only:
         classwise, sums_only = False, False
+    width_only = width_only and top_label_only and not sort_keys
     labels, pending = predictions.labels, predictions.pending
     is_logits = predictions.input_kind == "logits"
     work_dtype = np.float32 if compat else np.float64
     edges = torch_linspace_edges(n_bins) if compat else uniform_edges(n_bins)
     lowest_closed = compat is None
 
-    confidences = np.empty(n, dtype=work_dtype)
-    correct = np.empty(n, dtype=bool)
+    # the pass's threads: one chunk runs here, without a thread pool (a pool per call costs threads and
+    # their malloc arenas); with a device, one chunk there at a time (torch threads within it on a CPU)
+    threads = cpu_threads() if ops is None else 1  # cpu_threads checks $CALIB_THREADS whatever the size
+    if ops is None and n <= max(1, _predictions._CHUNK_ELEMENTS // max(k, 1)):
+        threads = 1
+    if width_only:  # a chunk's (conf, correct) buffers, reused: map_chunks holds at most threads + 1 chunks
+        in_order = _InOrderSums(n, edges)
+        step = max(1, _predictions._CHUNK_ELEMENTS // max(k, 1))
+        slots = [(np.empty(min(n, step)), np.empty(min(n, step), dtype=bool)) for _ in range(threads + 1)]
+        confidences = correct = None
+    else:
+        confidences = np.empty(n, dtype=work_dtype)
+        correct = np.empty(n, dtype=bool)
     want_top5 = k > 5
     if top_label_only:
         nll = brier = top5 = None
@@ -349,22 +408,27 @@ def summarize(
         if keys is not None and not unpackable and not pack_checked(conf, corr, keys[rows]):
             unpackable.append(rows.start)
 
-    def one_chunk(rows: slice):
-        """Fill the per-sample arrays on ``rows``; return the chunk's classwise statistics."""
+    def one_chunk(item: tuple[int, slice]):
+        """Fill the per-sample arrays on the rows of chunk ``item`` (its index, its rows); return the
+        chunk's classwise statistics, its column sums and, with ``width_only``, its (conf, correct)."""
+        index, rows = item
         y = labels[rows]
         scores = predictions.scores[rows]
         if pending is not None:  # the values' check, on the chunk this pass reads anyway
             pending.rows(scores, rows.start)
-        conf_out, correct_out = confidences[rows], correct[rows]  # the kernels write here (fused: float64)
+        size = rows.stop - rows.start
+        if width_only:  # chunk i + threads + 1 starts after chunk i's buffers were taken (map_chunks)
+            conf_out, correct_out = (buffer[:size] for buffer in slots[index % len(slots)])
+        else:
+            conf_out, correct_out = confidences[rows], correct[rows]  # the kernels write here (fused: float64)
         if top_label_only:
             top_label_chunk(scores, y, is_logits=is_logits, out=(conf_out, correct_out))
             release_rows(predictions.scores, rows)
             release_rows(predictions.labels, rows)
             pack(rows, conf_out, correct_out)
-            return None, None
+            return None, None, (conf_out, correct_out) if width_only else None
         if compat and scores.dtype.itemsize > 4:
             _check_float32_range(scores, rows.start, compat, scores_name)
-        size = rows.stop - rows.start
         if sums_only:  # this thread's buffers, reused from chunk to chunk
             nll_out, brier_out, top5_out = _thread_buffers(size)[:3]
         else:
@@ -382,30 +446,28 @@ def summarize(
             correct_out[...] = corr
         pack(rows, conf_out, correct_out)
         if sums_only:
-            return stats, column_totals.chunk(rows.start, nll_c, brier_c, top5_c)
+            return stats, column_totals.chunk(rows.start, nll_c, brier_c, top5_c), None
         if nll_c is not nll_out:
             nll_out[...] = nll_c
             brier_out[...] = brier_c
             if top5 is not None:
                 top5_out[...] = top5_c
-        return stats, None
+        return stats, None, None
 
     # chunks run in parallel; their sums are added in chunk order (thread-count independent)
     if ops is None:
-        # one chunk runs here, without a thread pool (a pool per call costs threads and their malloc arenas)
-        chunks, threads = predictions.row_chunks(), None
-        cpu_threads()  # checks $CALIB_THREADS whatever the size
-        if n <= max(1, _predictions._CHUNK_ELEMENTS // max(k, 1)):
-            threads = 1
-    else:  # one chunk on the device at a time (torch threads within it on a CPU)
+        chunks = predictions.row_chunks()
+    else:
         from .torch_engine import TORCH_CHUNK_ELEMENTS
 
-        chunks, threads = predictions.row_chunks(TORCH_CHUNK_ELEMENTS), 1
-    for stats, columns in map_chunks(one_chunk, chunks) if threads is None else map_chunks(one_chunk, chunks, threads):
+        chunks = predictions.row_chunks(TORCH_CHUNK_ELEMENTS)
+    for stats, columns, piece in map_chunks(one_chunk, enumerate(chunks), threads):
         if stats is not None:
             totals.add(stats)
         if columns is not None:
             column_totals.add(columns)
+        if piece is not None:
+            in_order.add(*piece)
 
     classwise_stats = totals.stats(edges, n) if classwise else None
     return PredictionSummary(
@@ -421,4 +483,6 @@ def summarize(
         compat=compat,
         totals=column_totals.totals() if sums_only else None,
         sort_keys=None if unpackable else keys,
+        width=in_order.width() if width_only else None,
+        in_order=in_order.in_order() if width_only else None,
     )

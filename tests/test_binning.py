@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from calibrate_cli.binning import (
+    add_bin_sums,
     assign_bins,
     bin_statistics,
     equal_mass_edges,
@@ -81,6 +82,35 @@ def test_merge_of_chunks_equals_the_whole():
     assert merged.calibration_error() == pytest.approx(whole.calibration_error(), abs=1e-15)
     with pytest.raises(ValueError):
         whole.merge(bin_statistics(conf, correct, uniform_edges(10)))
+
+
+@pytest.mark.parametrize("engine", ["", "numpy"])
+def test_pieces_added_in_order_give_the_sequential_sums_bit_for_bit(engine, monkeypatch):
+    """add_bin_sums of consecutive pieces (C extension's loop, or numpy's add.at) = one float64 loop
+    over the samples in order (tests/naive_reference's (b/M, (b+1)/M] bins), bit for bit: what a
+    pass that bins each chunk as it arrives relies on. Values on the edges, 0.0 and 1.0 included."""
+    from naive_reference import equal_width_bin
+
+    monkeypatch.setenv("CALIB_ENGINE", engine)
+    rng = np.random.default_rng(11)
+    m, n = 15, 5000
+    conf = rng.uniform(0, 1, n)
+    conf[::7] = rng.integers(0, m + 1, conf[::7].shape[0]) / m  # on the edges b/M, 0.0 and 1.0
+    correct = rng.uniform(size=n) < conf
+    count, sum_conf, sum_correct = [0] * m, [0.0] * m, [0.0] * m
+    for v, c in zip(conf.tolist(), correct.tolist()):
+        b = equal_width_bin(v, m)
+        count[b] += 1
+        sum_conf[b] += v
+        sum_correct[b] += float(c)
+    got = np.zeros(m, dtype=np.int64), np.zeros(m), np.zeros(m)
+    cuts = [0, 1, 2, 999, 1000, 3333, n]
+    for start, stop in zip(cuts, cuts[1:]):
+        add_bin_sums(conf[start:stop], correct[start:stop], uniform_edges(m), *got)
+    assert got[0].tolist() == count
+    assert got[1].tolist() == sum_conf and got[2].tolist() == sum_correct  # the same floats, not close ones
+    whole = bin_statistics(conf, correct, uniform_edges(m))
+    assert whole.sum_conf.tolist() == sum_conf
 
 
 def test_weights_equal_repeated_samples():

@@ -255,6 +255,39 @@ def test_the_pass_packs_the_sort_keys_of_every_chunk(top_label_only, monkeypatch
     assert summary_module.summarize(data, sort_keys=True).sort_keys is None
 
 
+@pytest.mark.parametrize("threads", ["1", "2", "3"])
+def test_width_only_bins_each_chunk_as_it_arrives_with_the_same_bits(threads, monkeypatch):
+    """summarize(top_label_only, width_only): no (N,) arrays; each chunk's confidences and correctness
+    in one of threads + 1 reused buffers, binned and summed on arrival in chunk order: the equal-width
+    bins and the sums in sample order are those of the full summary, bit for bit, whatever the thread
+    count (many more chunks than buffers); and calib.ece etc. equal evaluate()'s."""
+    from calibrate_cli import metrics, predictions as _predictions
+
+    monkeypatch.setattr(_predictions, "_CHUNK_ELEMENTS", 3000)  # 750 rows a chunk: 27 chunks
+    monkeypatch.setenv("CALIB_THREADS", threads)
+    rng = np.random.default_rng(12)
+    logits = (3 * rng.standard_normal((20_000, 4))).astype(np.float32)
+    logits[:50] = 0.0  # confidence 1/4 exactly: a tie on no edge of 15 bins, and all four classes tied
+    labels = rng.integers(0, 4, 20_000)
+    data = as_predictions(logits, labels, "logits")
+    if not kernels.top_label_runs(logits.dtype):
+        pytest.skip("top_label_only (and so width_only) runs with the C extension")
+    full = summarize(data, top_label_only=True)
+    lean = summarize(data, top_label_only=True, width_only=True)
+    assert lean.confidences is None and lean.correct is None
+    want = metrics.equal_width_bins(full.confidences, full.correct)
+    assert lean.width.count.tolist() == want.count.tolist() and lean.width.n == 20_000
+    assert lean.width.sum_conf.tolist() == want.sum_conf.tolist()
+    assert lean.width.sum_correct.tolist() == want.sum_correct.tolist()
+    want_order = metrics.order_sums(full)
+    assert {k: v.tolist() for k, v in lean.in_order.items()} == {k: v.tolist() for k, v in want_order.items()}
+    report = evaluate(logits, labels)
+    for name in ("ece", "mce", "rms_ce", "accuracy", "error", "mean_confidence", "s99_share", "s99_accuracy"):
+        assert metrics._metric(name, logits, labels, "logits") == report.metrics[name], name
+    assert summarize(data, width_only=True).confidences is not None  # only with top_label_only
+    assert summarize(data, top_label_only=True, width_only=True, sort_keys=True).sort_keys is not None
+
+
 @pytest.mark.parametrize("n", [0, 1, 7, (1 << 18) + 3])
 def test_sort_packed_takes_the_keys_apart_as_numpy_does(n, monkeypatch):
     """The C extension's unpack_keys (in two halves at once from TOGETHER_SAMPLES keys on) gives the

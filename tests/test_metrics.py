@@ -221,7 +221,8 @@ def test_chunks_in_threads_give_identical_results(monkeypatch):
     results = []
     for threads in (1, 2, 5):
         real = summary.map_chunks
-        monkeypatch.setattr(summary, "map_chunks", lambda fn, chunks, real=real, t=threads: real(fn, chunks, t))
+        monkeypatch.setattr(summary, "map_chunks",
+                            lambda fn, chunks, _threads=None, real=real, t=threads: real(fn, chunks, t))
         results.append(calib.evaluate(logits, labels).metrics)
         monkeypatch.setattr(summary, "map_chunks", real)
     assert results[0] == results[1] == results[2]

@@ -35,6 +35,26 @@ def test_at_most_threads_plus_one_chunks_in_flight():
     assert done == list(range(30)) and most[0] <= 3
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_a_chunk_starts_only_after_the_caller_took_the_one_threads_plus_one_before(threads):
+    """The order summarize's width_only relies on to reuse threads + 1 buffers in turn: chunk
+    i + threads + 1 starts after the caller has taken chunk i's result and asked for the next."""
+    events, lock = [], threading.Lock()
+
+    def fn(i):
+        with lock:
+            events.append(("start", i))
+        time.sleep(0.001 * (i % 3))  # chunks finish out of order
+        return i
+
+    for i in map_chunks(fn, range(20), threads):
+        with lock:
+            events.append(("took", i))
+        time.sleep(0.002)  # the caller is slow: the workers would run ahead if they could
+    for i in range(20 - threads - 1):
+        assert events.index(("took", i)) < events.index(("start", i + threads + 1))
+
+
 def test_an_error_in_a_chunk_reaches_the_caller():
     def work(i):
         if i == 3:
