@@ -240,10 +240,14 @@ class ReliabilityDiagram:
             temperature = check_temperature(temperature)
             # logits / T as each chunk is read (no (N, K) float64 array)
             predictions = TemperatureScaling(temperature).apply_as_read(predictions, scores_name=scores_name)
-        # the diagram reads the top label only: no NLL, Brier, top-5 or classwise work
-        summary = summarize(predictions, n_bins=n_bins, classwise=False, device=device, top_label_only=True)
+        # the diagram reads the top label only: no NLL, Brier, top-5 or classwise work; equal-width bins
+        # are made during the pass where they can be (no (N,) arrays)
+        summary = summarize(predictions, n_bins=n_bins, classwise=False, device=device, top_label_only=True,
+                            width_only=strategy == "uniform")
         if strategy == "uniform":
-            bins = equal_width_bins(summary.confidences, summary.correct, n_bins)
+            bins = summary.width
+            if bins is None:
+                bins = equal_width_bins(summary.confidences, summary.correct, n_bins)
             metrics = metrics_from_summary(summary, n_bins, width=bins, names=["ece", "accuracy"])
             value, name = metrics["ece"], "ECE"
         else:

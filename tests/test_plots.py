@@ -168,6 +168,24 @@ def test_uniform_bars_equal_naive_accuracy(sharpen):
     np.testing.assert_allclose(oh, [g for g in gaps if g > 0], atol=1e-12)
 
 
+def test_uniform_bins_made_during_the_pass_are_calib_evals(monkeypatch):
+    """The diagram's equal-width bins, made chunk by chunk during the pass (summarize's width_only,
+    where the C extension runs), are the report's bins bit for bit, and its ECE and accuracy the
+    report's values, over many chunks on two threads."""
+    from calibrate_cli import predictions as _predictions
+    from calibrate_cli.evaluate import evaluate
+
+    monkeypatch.setattr(_predictions, "_CHUNK_ELEMENTS", 4000)  # 400 rows a chunk: 15 chunks
+    monkeypatch.setenv("CALIB_THREADS", "2")
+    logits, labels = synthetic(n=6000, sharpen=2.0, seed=8)
+    d = ReliabilityDiagram.from_predictions(logits, labels)
+    report = evaluate(logits, labels)
+    assert d.bins.count.tolist() == report.bins.count.tolist()
+    assert d.bins.sum_conf.tolist() == report.bins.sum_conf.tolist()
+    assert d.bins.sum_correct.tolist() == report.bins.sum_correct.tolist()
+    assert (d.ece, d.accuracy) == (report.metrics["ece"], report.metrics["accuracy"])
+
+
 def test_quantile_bars_have_the_widths_of_the_equal_mass_edges():
     logits, labels = synthetic(n=1200, sharpen=2.0, seed=5)
     m = 10
