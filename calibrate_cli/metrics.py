@@ -37,7 +37,7 @@ from .metric_registry import (
 )
 from .predictions import InputKind, as_predictions
 from .sorting import sort_by_confidence
-from .summary import PredictionSummary, SampleTotals, check_compat, summarize
+from .summary import PredictionSummary, SampleTotals, check_compat, in_order_sums, order_counts, summarize
 
 __all__ = [
     "DEFAULT_N_BINS",
@@ -187,13 +187,8 @@ def order_sums(s: PredictionSummary) -> dict[str, np.ndarray]:
     """The sums over the samples in their order (each a batch of one, :class:`MetricSums`' fields):
     the number correct, Σ conf (``np.sum``, pairwise in sample order), and the number (correct) at
     confidence ≥ :data:`~calibrate_cli.metric_registry.S99_THRESHOLD`."""
-    confident = s.confidences >= S99_THRESHOLD
-    return dict(
-        correct=np.array([np.count_nonzero(s.correct)], dtype=np.float64),
-        conf=np.array([np.sum(s.confidences, dtype=np.float64)], dtype=np.float64),
-        s99=np.array([np.count_nonzero(confident)], dtype=np.float64),
-        s99_correct=np.array([np.count_nonzero(confident & s.correct)], dtype=np.float64),
-    )
+    correct, s99, s99_correct = order_counts(s.confidences, s.correct)
+    return in_order_sums(correct, float(np.sum(s.confidences, dtype=np.float64)), s99, s99_correct)
 
 
 def _sortable_in_place(conf) -> bool:

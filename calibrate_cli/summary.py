@@ -156,6 +156,20 @@ class PredictionSummary:
     in_order: dict | None = None
 
 
+def order_counts(conf: np.ndarray, correct: np.ndarray) -> tuple[int, int, int]:
+    """(the number correct, the number at confidence ≥ S99_THRESHOLD, the correct ones among them)
+    of some samples: counts, so pieces of a column add up to the whole column's."""
+    confident = conf >= S99_THRESHOLD
+    return (int(np.count_nonzero(correct)), int(np.count_nonzero(confident)),
+            int(np.count_nonzero(confident & correct)))
+
+
+def in_order_sums(correct: int, conf_sum: float, s99: int, s99_correct: int) -> dict[str, np.ndarray]:
+    """:func:`~calibrate_cli.metrics.order_sums`' dict (each a batch of one) from its four sums."""
+    one = lambda x: np.array([x], dtype=np.float64)  # noqa: E731
+    return dict(correct=one(correct), conf=one(conf_sum), s99=one(s99), s99_correct=one(s99_correct))
+
+
 class _InOrderSums:
     """:func:`~calibrate_cli.metrics.order_sums` and the equal-width bins of N samples that arrive in
     consecutive pieces (:meth:`add`, in sample order): the same bits as over the whole arrays. The
@@ -167,24 +181,20 @@ class _InOrderSums:
         self.n, self.edges = n, edges
         self.count, self.sum_conf, self.sum_correct = np.zeros(m, dtype=np.int64), np.zeros(m), np.zeros(m)
         self.conf = PairwiseSum(n)
-        self.correct = self.s99 = self.s99_correct = 0
+        self.counts = (0, 0, 0)
 
     def add(self, conf: np.ndarray, correct: np.ndarray) -> None:
         add_bin_sums(conf, correct, self.edges, self.count, self.sum_conf, self.sum_correct)
         self.conf.add(conf)
-        confident = conf >= S99_THRESHOLD
-        self.correct += int(np.count_nonzero(correct))
-        self.s99 += int(np.count_nonzero(confident))
-        self.s99_correct += int(np.count_nonzero(confident & correct))
+        self.counts = tuple(a + b for a, b in zip(self.counts, order_counts(conf, correct)))
 
     def width(self) -> BinStats:
         return BinStats(edges=self.edges, count=self.count, sum_conf=self.sum_conf, sum_correct=self.sum_correct,
                         n=self.n)
 
     def in_order(self) -> dict[str, np.ndarray]:
-        one = lambda x: np.array([x], dtype=np.float64)  # noqa: E731
-        return dict(correct=one(self.correct), conf=one(self.conf.total()), s99=one(self.s99),
-                    s99_correct=one(self.s99_correct))
+        correct, s99, s99_correct = self.counts
+        return in_order_sums(correct, self.conf.total(), s99, s99_correct)
 
 
 #: K·M up to this many cells are kept dense (whatever N); beyond, only when K·M ≤ N·K (the input's size)
