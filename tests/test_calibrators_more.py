@@ -10,7 +10,6 @@ import math
 
 import numpy as np
 import pytest
-from libm import numpy_exp_log_are_libms
 
 from calibrate_cli import InputError, evaluate
 from calibrate_cli.calibrators import CALIBRATORS, fit, load_calibrator
@@ -208,11 +207,9 @@ def test_ensemble_ts_weights_on_the_simplex_and_argmax_kept():
                 for ra, rb in zip(naive_softmax(logits / t), naive_softmax(logits))]
     assert np.allclose(q, expected, atol=1e-14)
     ts = fit("temperature", logits, labels, search="nll")
-    if numpy_exp_log_are_libms():
-        assert cal.temperature_ == ts.temperature
-    else:  # the two fits take numpy's own AVX-512 exp on one path and the C library's on the other
-        # (tests/libm.py): the same T to within what a few ulps per exp move the NLL's root
-        assert cal.temperature_ == pytest.approx(ts.temperature, rel=1e-12)
+    # two paths (numpy's exp on one, the C library's on the other: tests/libm.py): the same T to within
+    # what a few ulps per exp move the NLL's root
+    assert cal.temperature_ == pytest.approx(ts.temperature, rel=1e-12)
     nll_ts = -np.mean(np.log(np.array(naive_softmax(logits / t))[np.arange(500), labels]))
     assert cal.fit_info_.value <= nll_ts + 1e-12
 
