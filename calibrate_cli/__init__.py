@@ -22,7 +22,7 @@ from ._version import __version__
 from .binning import BinStats, assign_bins, bin_statistics, equal_mass_edges, uniform_edges
 from .bootstrap import Comparison, ConfidenceInterval, bootstrap, compare
 from .calibrators import Calibrator, PlattScaling, TemperatureScaling, VectorScaling, load_calibrator
-from .errors import CalibError, InputError, OutputError
+from .errors import CalibError, FitError, InputError, OutputError
 from .evaluate import EvalReport, evaluate
 from .gates import Gate, GateResult, check_gates
 from .io import load_labels, load_scores
@@ -60,6 +60,7 @@ __all__ = [
     "ConfidenceInterval",
     "DEFAULT_N_BINS",
     "EvalReport",
+    "FitError",
     "Gate",
     "GateResult",
     "InputError",

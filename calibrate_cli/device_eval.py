@@ -46,7 +46,7 @@ from .binning import equal_mass_edges_of, uniform_edges
 from .errors import InputError
 from .metric_registry import S99_THRESHOLD, BinSums, MetricSums, metric_values, sums_needed, METRICS
 from .metrics import DEFAULT_N_BINS
-from .predictions import probs_sum_tolerance
+from .predictions import PROBS_SUM_TOLERANCE, probs_sum_tolerance
 
 __all__ = ["DEVICE_METRICS", "device_metric_sums", "device_metrics", "order_statistics_on_device"]
 
@@ -74,7 +74,7 @@ SELECT_MARGIN = 6144
 COMPILE_ENV = "CALIB_TORCH_COMPILE"
 
 
-def device_metrics(scores, labels, *, input_kind: str = "logits", n_bins: int = DEFAULT_N_BINS,
+def device_metrics(scores, labels, *, input_kind: str | None = None, n_bins: int = DEFAULT_N_BINS,
                    metrics=None) -> dict[str, float | None]:
     """The top-label metrics (:data:`DEVICE_METRICS`: ECE, AdaECE, MCE, RMS-CE, debiased L2-CE, NLL,
     Brier, accuracy, error, top-5 accuracy, mean confidence, s99) of torch tensors on any device, as
@@ -100,7 +100,7 @@ def device_metrics(scores, labels, *, input_kind: str = "logits", n_bins: int = 
     return {name: None if math.isnan(float(v[0])) else float(v[0]) for name, v in values.items()}
 
 
-def device_metric_sums(scores, labels, *, input_kind: str = "logits", n_bins: int = DEFAULT_N_BINS,
+def device_metric_sums(scores, labels, *, input_kind: str | None = None, n_bins: int = DEFAULT_N_BINS,
                        names=None) -> MetricSums:
     """The :class:`~calibrate_cli.metric_registry.MetricSums` (batch of 1) of torch tensors, computed on
     their device: what :func:`device_metrics` turns into metrics (``names``: the metrics whose sums are
@@ -254,8 +254,9 @@ def _raise_for_bad_rows(torch, x, totals: dict, is_logits: bool, tolerance: floa
 
 def _checked(torch, scores, labels, input_kind: str):
     """(scores as (N, K) floats, labels as int64, is_logits), checked; one-line InputErrors."""
-    if input_kind not in ("logits", "probs"):
+    if input_kind not in ("logits", "probs", None):
         raise InputError(f"Expected `input_kind` to be 'logits' or 'probs', but got {input_kind!r}")
+    unstated, input_kind = input_kind is None, input_kind or "logits"
     if not isinstance(scores, torch.Tensor) or not isinstance(labels, torch.Tensor):
         raise InputError("device_metrics takes torch tensors (numpy arrays: calibrate_cli.evaluate)")
     if scores.device != labels.device:
@@ -273,6 +274,13 @@ def _checked(torch, scores, labels, input_kind: str):
     if labels.is_floating_point() or labels.is_complex():
         raise InputError(f"labels must be integers, got {labels.dtype}")
     is_logits = input_kind == "logits"
+    if unstated and scores.ndim == 2:  # softmax of probabilities would be a silent wrong number
+        lo, hi = (float(v) for v in torch.aminmax(scores))
+        if lo >= 0 and hi <= 1 + PROBS_SUM_TOLERANCE:
+            off = (scores.sum(dim=1, dtype=torch.float64) - 1.0).abs().max()
+            if float(off) <= PROBS_SUM_TOLERANCE:
+                raise InputError("scores: every row lies in [0, 1] and sums to 1: these look like probabilities, not "
+                                 "logits (softmax would be taken of them)", remedy="probs-or-logits")
     if scores.ndim == 1:  # binary: two columns, as calibrate_cli.predictions does
         s = scores.to(torch.float64)
         scores = torch.stack([1.0 - s, s] if not is_logits else [torch.zeros_like(s), s], dim=1)

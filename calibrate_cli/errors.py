@@ -19,6 +19,8 @@ REMEDIES = {
     "grid-format": "e.g. 0.1:10:0.1",
     "widen-grid": "widen the grid (START:STOP:STEP)",
     "logits": "give logits (input_kind='logits')",
+    "probs-or-logits": "say input_kind='probs', or input_kind='logits' to take them as logits all the same",
+    "probs": "say input_kind='probs'",
     "resume-or-force": "resume the run, or start it again with force",
 }
 
@@ -49,6 +51,18 @@ class InputError(CalibError, ValueError):
 
 class OutputError(CalibError, OSError):
     """An output file cannot be written (exists without ``force``, unwritable folder, ...)."""
+
+
+class FitError(InputError):
+    """A calibration method cannot be fitted to these data: its fit gave parameters that are not
+    finite, or a degenerate map (probabilities that are not finite, or the same probabilities for
+    every sample where the scores differ). The message names the method and why; the calibrator is
+    never returned, saved or selected."""
+
+
+class CalibWarning(UserWarning):
+    """A warning about the input that does not stop the computation (e.g. 1-D scores in [0, 1] taken
+    as log-odds); its argument may be an :class:`Advice`, which the CLI words as flags."""
 
 
 class Advice(str):

@@ -24,6 +24,7 @@ from typing import Callable, Iterable, Literal, Mapping
 
 from .errors import InputError
 from .metric_registry import METRIC_NAMES, MetricSpec, metric_spec
+from .number_text import PLAIN_NUMBERS, parse_float
 
 __all__ = ["GATE_ON", "Gate", "GateResult", "check_gates", "normalize_metric_name"]
 
@@ -78,9 +79,9 @@ class Gate:
         if percent:
             value = value[:-1].strip()
         try:
-            number = float(value)
+            number = parse_float(value)  # ASCII notation: float() would read 1_5 as 15
         except ValueError:
-            raise InputError(f"gate {text!r}: {value!r} is not a number") from None
+            raise InputError(f"gate {text!r}: {value!r} is not a number ({PLAIN_NUMBERS})") from None
         if math.isnan(number):
             raise InputError(f"gate {text!r}: the threshold is NaN")
         metric = normalize_metric_name(name)

@@ -27,6 +27,7 @@ from typing import BinaryIO, Callable, Sequence
 import numpy as np
 
 from .errors import InputError, OutputError
+from .number_text import PLAIN_NUMBERS, is_plain_float, lenient_only, parse_int
 from .predictions import with_stored_precision
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "load_scores",
     "load_labels",
     "list_shards",
+    "pair_shards",
     "load_shard",
     "read_scores",
     "stream_scores",
@@ -83,9 +85,12 @@ def _load_npy_source(path: Path, key, label: str) -> np.ndarray:
     return _load_npy(path, label)
 
 
-def _fast_csv(path: Path, label: str, header=None, expected_rows=None, label_col=None, score_cols=None):
+def _fast_csv(
+    path: Path, label: str, header=None, expected_rows=None, label_col=None, score_cols=None, check_index=False
+):
     """(names, chosen columns, scores, labels) through the C-speed reader, or None when the full reader
-    must run (:mod:`calibrate_cli.formats.csvfast`: any doubt, and every error, goes to the full reader)."""
+    must run (:mod:`calibrate_cli.formats.csvfast`: any doubt, and every error, goes to the full reader).
+    ``check_index``: the columns are scores, refused when one looks like a row index (:class:`IndexWatch`)."""
     from .formats import csvfast
 
     chosen: list = []
@@ -96,7 +101,7 @@ def _fast_csv(path: Path, label: str, header=None, expected_rows=None, label_col
     def choose(names, width):
         table = _CsvTable(names, [[""] * width], [0])
         col = None if label_col is None else _column_index(names, label_col, width, label)
-        chosen[:] = _score_columns(table, score_cols, col, label)
+        chosen[:] = _score_columns(table, score_cols, col, label, check_index=check_index)
         return list(chosen), col
 
     found = csvfast.read_numeric_csv(path, label, header, decide, choose)
@@ -421,11 +426,22 @@ class _CsvTable:
 
 
 def _is_number(cell: str) -> bool:
-    try:
-        float(cell)
-    except ValueError:
-        return False
-    return True
+    """A number as calib reads it: ASCII decimal or scientific notation (or nan/inf), never
+    ``float()``'s ``1_5`` or non-ASCII digits (:mod:`calibrate_cli.number_text`)."""
+    return is_plain_float(cell)
+
+
+def _cell_float(cell: str) -> float:
+    """``float(cell)`` of a plain number; ValueError for anything else (``1_5``, ``١٢`` included)."""
+    value = float(cell)
+    if ("_" in cell or not cell.isascii()) and not is_plain_float(cell):
+        raise ValueError(cell)
+    return value
+
+
+def _not_plain(cell: str) -> str:
+    """Why a cell that ``float()`` would read is refused (empty when ``float()`` refuses it too)."""
+    return f" calib reads ({PLAIN_NUMBERS})" if lenient_only(cell) else ""
 
 
 def _first_row_is_header(cells: list[str], label: str, line: int, n_rows: int, expected_rows: int | None) -> bool:
@@ -435,6 +451,9 @@ def _first_row_is_header(cells: list[str], label: str, line: int, n_rows: int, e
     unnamed columns (``DataFrame(array).to_csv(index=False)``), and a plausible row of data. It is
     settled only when ``expected_rows`` (the other input's N) fits one reading and not the other.
     """
+    for i, c in enumerate(cells):
+        if lenient_only(c):
+            raise InputError(f"{label}: line {line}, column {i}: {c!r} is not a number{_not_plain(c)}")
     kinds = ["empty" if not c else "number" if _is_number(c) else "name" for c in cells]
     if all(k == "name" for k in kinds):
         return True
@@ -494,7 +513,7 @@ def _column_index(header: list[str] | None, column: str, width: int, label: str)
     if header is not None and column in header:
         return header.index(column)
     try:
-        index = int(column)
+        index = parse_int(column)
     except ValueError:
         names = ", ".join(header) if header else "no header row"
         raise InputError(f"{label}: no column named {column!r} ({names})") from None
@@ -503,14 +522,22 @@ def _column_index(header: list[str] | None, column: str, width: int, label: str)
     return index % width
 
 
-def _score_columns(table: _CsvTable, spec: str | None, exclude: int | None, label: str) -> list[int]:
+def _score_columns(
+    table: _CsvTable, spec: str | None, exclude: int | None, label: str, *, check_index: bool = False
+) -> list[int]:
     """The score columns: all but ``exclude`` (the labels), or those ``spec`` names.
 
     ``spec`` is a comma-separated list of column names, 0-based indices or glob patterns
-    (``p_*``; matched against the header, in file order)."""
+    (``p_*``; matched against the header, in file order). ``check_index``: without ``spec``, a
+    column named as a row index (:func:`index_name`) is refused (:class:`IndexColumnError`)."""
     width = table.width
     if spec is None:
-        return [i for i in range(width) if i != exclude]
+        columns = [i for i in range(width) if i != exclude]
+        if check_index and table.names is not None:
+            named = [c for c in columns if index_name(table.names[c])]
+            if named:
+                raise index_column_error(label, table.names, columns, named[0], "by its name")
+        return columns
     chosen: list[int] = []
     for part in (p.strip() for p in spec.split(",")):
         if not part:
@@ -535,13 +562,13 @@ def _numeric(table: _CsvTable, columns: list[int], label: str) -> np.ndarray:
     values = np.empty((len(table.rows), len(columns)), dtype=np.float64)
     for i, row in enumerate(table.rows):
         try:
-            values[i] = [float(row[c]) for c in columns]
+            values[i] = [_cell_float(row[c]) for c in columns]
         except ValueError:
             c = next(c for c in columns if not _is_number(row[c]))
-            raise CsvCellError(
-                f"{label}: line {table.lines[i]}, column {table.column_name(c)}: {row[c].strip()!r} is not a number",
-                named=table.names is not None,
-            ) from None
+            where = f"{label}: line {table.lines[i]}, column {table.column_name(c)}: {row[c].strip()!r} is not a number"
+            if lenient_only(row[c]):  # 1_5, ١٢: float() reads them, calib does not
+                raise InputError(where + _not_plain(row[c])) from None
+            raise CsvCellError(where, named=table.names is not None) from None
     return values
 
 
@@ -573,10 +600,12 @@ def _labels_from_cells(cells: list[str], lines: list[int], label: str, column: s
         if not cell:
             raise InputError(f"{label}: line {line}: empty label in column {column}")
     try:
-        return np.array([float(c) for c in cells], dtype=np.float64)
+        return np.array([_cell_float(c) for c in cells], dtype=np.float64)
     except ValueError:
         pass
     line, name = next((ln, c) for c, ln in zip(cells, lines) if not _is_number(c))
+    if lenient_only(name) and (classes is None or name not in class_lookup(classes, label)[1]):
+        raise InputError(f"{label}: line {line}: label {name!r} is not a number{_not_plain(name)}")
     if classes is None:
         raise InputError(
             f"{label}: line {line}: label {name!r} is a name, but the score columns have no names to match it to; "
@@ -595,14 +624,133 @@ def _labels_from_cells(cells: list[str], lines: list[int], label: str, column: s
     return out
 
 
+# ------------------------------------------------------------------------------- index columns
+#: column names that say "row number", not "score" (compared stripped, in lower case); pandas' index
+#: column written without a name ("") and read back ("Unnamed: 0") too
+INDEX_NAMES = frozenset({"id", "idx", "index", "row", ""})
+_UNNAMED = re.compile(r"unnamed: ?\d+")
+#: a column holding the integers 0..N−1 (or 1..N) in order is a row index from this many rows on
+#: (below, a genuine score column can read 0, 1 or 1, 2: the probabilities of two one-hot rows)
+MIN_INDEX_ROWS = 3
+
+
+def index_name(name: str) -> bool:
+    """Whether a column's name says it holds row numbers: id, idx, index, row (any case), or the
+    name pandas gives its unnamed index column ("", "Unnamed: 0")."""
+    text = name.strip().lower()
+    return text in INDEX_NAMES or _UNNAMED.fullmatch(text) is not None
+
+
+class IndexColumnError(InputError):
+    """The score columns were not chosen, and one of the columns taken for scores looks like a row
+    index (by its name, or by holding 0..N−1 or 1..N in order). ``reason`` is the message without the
+    remedy, ``spec`` a choice of the other columns that fixes it (None when there is none)."""
+
+    def __init__(self, reason: str, spec: str | None):
+        fix = f"score_cols={spec!r}" if spec is not None else "score_cols"
+        super().__init__(f"{reason}; choose the score columns ({fix})")
+        self.reason, self.spec = reason, spec
+
+
+def _suggested_spec(names: Sequence[str] | None, rest: list[int]) -> str | None:
+    """A ``score_cols`` choosing exactly the columns ``rest`` (in order): a glob of their common
+    prefix (``logit_*``) when it matches them and nothing else, else their names (or indices)."""
+    if not rest:
+        return None
+    if names is None:
+        return ",".join(str(c) for c in rest)
+    chosen = [names[c] for c in rest]
+    prefix = os.path.commonprefix(chosen) if len(chosen) > 1 else ""
+    # a prefix that ends a word (logit_, p-) or is followed by numbers only (c0, c1, …): not l* of logit_0, label
+    word = prefix[-1:] in ("_", "-", ".", " ") or all(name[len(prefix):].isdigit() for name in chosen)
+    if prefix and word and not any(ch in prefix for ch in "*?[,"):
+        pattern = prefix + "*"
+        if [i for i, name in enumerate(names) if fnmatch.fnmatchcase(name, pattern)] == rest:
+            return pattern
+    return ",".join(chosen)
+
+
+def index_column_error(
+    label: str, names: Sequence[str] | None, columns: list[int], bad: int, why: str
+) -> IndexColumnError:
+    """The error for score column ``bad`` (a file column index) that looks like a row index."""
+    shown = repr(names[bad]) if names is not None else str(bad)
+    rest = [c for c in columns if c != bad and not (names is not None and index_name(names[c]))]
+    reason = f"{label}: column {shown} looks like a row index ({why}), not scores"
+    return IndexColumnError(reason, _suggested_spec(names, rest))
+
+
+class IndexWatch:
+    """Watches score columns chosen by default, block by block, for a row index: a column holding
+    the integers 0..N−1 or 1..N in order (N ≥ :data:`MIN_INDEX_ROWS`). :meth:`finish` after the last
+    block raises :class:`IndexColumnError` for the first such column. ``columns``: the file columns
+    of the scores' columns (in order), ``names`` the file's column names (None without a header)."""
+
+    def __init__(self, label: str, names: Sequence[str] | None, columns: list[int]):
+        self.label, self.names, self.columns = label, names, list(columns)
+        self.starts: dict[int, int | None] = {j: None for j in range(len(self.columns))}  # candidates
+        self.rows = 0
+
+    def block(self, scores: np.ndarray) -> None:
+        scores = np.asarray(scores)
+        rows = scores.shape[0] if scores.ndim else 0
+        if not rows or not self.starts or scores.ndim > 2:
+            self.starts = {} if scores.ndim > 2 else self.starts
+            self.rows += rows
+            return
+        for j in list(self.starts):
+            column = scores[:, j] if scores.ndim == 2 else scores
+            start = self.starts[j]
+            if start is None:
+                first = column[0]
+                if not (first == 0 or first == 1):
+                    del self.starts[j]
+                    continue
+                start = self.starts[j] = int(first)
+            if not _counts_up(column, start + self.rows):
+                del self.starts[j]
+        self.rows += rows
+
+    def finish(self) -> None:
+        if self.rows < MIN_INDEX_ROWS or not self.starts:
+            return
+        bad = self.columns[min(self.starts)]
+        start = self.starts[min(self.starts)]
+        why = f"it holds {start}, {start + 1}, {start + 2}, …, {start + self.rows - 1} in order"
+        raise index_column_error(self.label, self.names, self.columns, bad, why)
+
+
+def _counts_up(column: np.ndarray, first: int) -> bool:
+    """Whether ``column`` is first, first + 1, …, in order (compared in blocks: no (N,) temporary)."""
+    n = column.shape[0]
+    if column[-1] != first + n - 1:
+        return False
+    step = 1 << 16
+    for a in range(0, n, step):
+        part = column[a:a + step]
+        if not np.array_equal(part, np.arange(first + a, first + a + part.shape[0])):
+            return False
+    return True
+
+
+def check_index_values(label: str, names, columns: list[int], scores: np.ndarray) -> None:
+    """Refuse score columns chosen by default when one holds 0..N−1 or 1..N in order (:class:`IndexWatch`)."""
+    watch = IndexWatch(label, names, columns)
+    watch.block(scores)
+    watch.finish()
+
+
 @dataclass(frozen=True)
 class ScoresFile:
     """What :func:`read_scores` found: the scores, the labels column (or None), and the classes'
-    names when the score columns have names (CSV with a header; used to read class-name labels)."""
+    names when the score columns have names (CSV with a header; used to read class-name labels).
+    ``score_columns``: the columns the scores were read from, for the report: their names, or their
+    0-based indices in a CSV file without a header (None for files without columns)."""
 
     scores: np.ndarray
     labels: np.ndarray | None = None
     class_names: tuple[str, ...] | None = None
+    score_columns: tuple[str, ...] | tuple[int, ...] | None = None
 
 
 def read_scores(
@@ -628,7 +776,7 @@ def read_scores(
     if fmt is not None and fmt.table:
         _check_readable(path, label)
         scores, labels, classes = _tables().read_table(path, key, label, score_cols=score_cols, label_col=label_col)
-        return ScoresFile(scores, labels, classes)
+        return ScoresFile(scores, labels, classes, classes)
     if path.suffix.lower() != ".csv":
         if label_col is not None:
             raise InputError(f"{label}: --label-col works with .csv and table files only (.parquet, .arrow, .feather)")
@@ -636,26 +784,46 @@ def read_scores(
             raise InputError(f"{label}: score columns can be chosen in CSV and table files only (.csv, .parquet, .arrow, .feather)")
         return ScoresFile(load_array(source))
     _check_readable(path, label)
-    fast = _fast_csv(path, label, header, expected_rows, label_col, score_cols)
+    by_default = score_cols is None  # every column but the labels: none may be a row index
+    fast = _fast_csv(path, label, header, expected_rows, label_col, score_cols, check_index=by_default)
     if fast is not None:
         names, columns, scores, labels = fast
-        classes = tuple(names[c] for c in columns) if names is not None else None
-        return ScoresFile(scores[:, 0] if scores.shape[1] == 1 else scores, labels, classes)
-    table = _read_csv_table(path, label, header, expected_rows)
-    col = None if label_col is None else _column_index(table.names, label_col, table.width, label)
-    columns = _score_columns(table, score_cols, col, label)
-    scores = _numeric(table, columns, label)
-    classes = tuple(table.names[c] for c in columns) if table.names is not None else None
-    labels = None
-    if col is not None:
-        labels = _labels_from_cells(
-            [row[col].strip() for row in table.rows], table.lines, label, table.column_name(col), classes
-        )
-    return ScoresFile(scores[:, 0] if scores.shape[1] == 1 else scores, labels, classes)
+    else:
+        table = _read_csv_table(path, label, header, expected_rows)
+        names = table.names
+        col = None if label_col is None else _column_index(table.names, label_col, table.width, label)
+        columns = _score_columns(table, score_cols, col, label, check_index=by_default)
+        scores = _numeric(table, columns, label)
+    if by_default:
+        check_index_values(label, names, columns, scores)
+    classes = tuple(names[c] for c in columns) if names is not None else None
+    if fast is None:
+        labels = None
+        if col is not None:
+            labels = _labels_from_cells(
+                [row[col].strip() for row in table.rows], table.lines, label, table.column_name(col), classes
+            )
+    shown = classes if classes is not None else tuple(columns)
+    return ScoresFile(scores[:, 0] if scores.shape[1] == 1 else scores, labels, classes, shown)
 
 
 class NotStreamed(Exception):
     """A streamed read (:func:`stream_scores`) found what only the whole-file reader handles: read it whole."""
+
+
+class ScoreBlocks:
+    """The (scores, labels) blocks of :func:`stream_scores`, in row order; ``score_columns`` as in
+    :class:`ScoresFile` (the columns the scores are read from, for the report)."""
+
+    def __init__(self, blocks, score_columns=None):
+        self._blocks = iter(blocks)
+        self.score_columns = score_columns
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self._blocks)
 
 
 def stream_scores(
@@ -678,8 +846,8 @@ def stream_scores(
     fmt = INPUT_FORMATS.get(path.suffix.lower())
     if fmt is not None and fmt.table:
         _check_readable(path, label)
-        _, n, blocks = _tables().iter_table(path, key, label, score_cols=score_cols, label_col=label_col)
-        return n, n is not None, blocks  # the metadata's count (checked against the rows read)
+        classes, n, blocks = _tables().iter_table(path, key, label, score_cols=score_cols, label_col=label_col)
+        return n, n is not None, ScoreBlocks(blocks, classes)  # the metadata's count (checked against the rows read)
     if path.suffix.lower() != ".csv":
         return None
     _check_readable(path, label)
@@ -688,24 +856,34 @@ def stream_scores(
     def decide(cells: list[str], line: int, n_rows: int) -> bool:
         return _first_row_is_header(cells, label, line, n_rows, None)
 
+    chosen: list = []
+
     def choose(names, width):
         table = _CsvTable(names, [[""] * width], [0])
         col = _column_index(names, label_col, width, label)
-        return _score_columns(table, score_cols, col, label), col
+        chosen[:] = _score_columns(table, score_cols, col, label, check_index=score_cols is None)
+        return list(chosen), col
 
     found = csvfast.iter_numeric_csv(path, label, header, decide, choose)
     if found is None:
         return None
+    names = found[0]
+    watch = IndexWatch(label, names, chosen) if score_cols is None else None
 
     def blocks():
         try:
             for scores, labels in found[1]:
+                if watch is not None:
+                    watch.block(scores)
                 yield (scores[:, 0] if scores.shape[1] == 1 else scores), labels
         except csvfast.Fallback:
             raise NotStreamed(label) from None
+        if watch is not None:
+            watch.finish()
 
+    shown = tuple(names[c] for c in chosen) if names is not None else tuple(chosen)
     # N as a guess (the lines, less empty ones and the header): the summary pass checks it
-    return csvfast.count_data_rows(path, found[0] is not None), False, blocks()
+    return csvfast.count_data_rows(path, names is not None), False, ScoreBlocks(blocks(), shown)
 
 
 def load_array(source: str | os.PathLike) -> np.ndarray:
@@ -767,15 +945,16 @@ def list_shards(source: str | os.PathLike) -> list[str] | None:
     """The files of a sharded input, or None when ``source`` is one file.
 
     A glob pattern (``preds/x_*.npy``; ``*``, ``?``, ``[...]``) gives the regular files it matches, a
-    directory its ``.npy`` files, both sorted by name (plain string order: zero-pad shard numbers,
-    x_02 before x_10). A path that exists as a file is one file, whatever its characters."""
+    directory its ``.npy`` files, both in natural order (:func:`natural_key`: x_2 before x_10, with or
+    without zero-padding). A path that exists as a file is one file, whatever its characters."""
     text = os.fspath(source)
     if not text:
         return None  # Path("") is ".": the loader says "empty file name"
     path = Path(text)
     fmt = INPUT_FORMATS.get(path.suffix.lower())
     if path.is_dir() and not (fmt is not None and fmt.directory):
-        files = sorted(os.fspath(p) for p in path.iterdir() if p.suffix.lower() == ".npy" and p.is_file())
+        files = [os.fspath(p) for p in path.iterdir() if p.suffix.lower() == ".npy" and p.is_file()]
+        files.sort(key=natural_key)
         if not files:
             raise InputError(f"{text}: a directory without .npy files (shards are read from its .npy files)")
         return files
@@ -786,10 +965,74 @@ def list_shards(source: str | os.PathLike) -> list[str] | None:
         return None  # a key of one file: preds.parquet:logit_*
     import glob
 
-    files = sorted(p for p in glob.glob(text) if Path(p).is_file())
+    files = sorted((p for p in glob.glob(text) if Path(p).is_file()), key=natural_key)
     if not files:
         raise InputError(f"{text}: no file matches this pattern")
     return files
+
+
+_DIGIT_RUNS = re.compile(r"([0-9]+)")
+
+
+def natural_key(name: str) -> tuple:
+    """Sort key comparing the runs of digits in ``name`` as integers: x_2 before x_10, x_02 next to x_2
+    (then plain order breaks the tie)."""
+    parts = _DIGIT_RUNS.split(name)
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), name
+
+
+def shard_numbers(files: Sequence[str]) -> list[tuple[int, ...]]:
+    """The number(s) of each shard: the runs of digits in its path (less its suffix) as integers,
+    keeping, when every path holds as many runs, only those that differ between the files
+    (``run2/x_1_of_4.npy`` → (1,)); a single file has the number ()."""
+    runs = []
+    for name in files:
+        path = Path(name)
+        stem = os.fspath(path.with_suffix("")) if path.suffix.lower() in INPUT_FORMATS else os.fspath(path)
+        runs.append(tuple(int(d) for d in _DIGIT_RUNS.findall(stem)))
+    if len({len(r) for r in runs}) == 1:
+        varying = [i for i in range(len(runs[0])) if len({r[i] for r in runs}) > 1]
+        runs = [tuple(r[i] for i in varying) for r in runs]
+    return runs
+
+
+def _shard_number_text(number: tuple[int, ...]) -> str:
+    return ".".join(str(n) for n in number) if number else "(none)"
+
+
+def pair_shards(
+    score_files: Sequence[str], label_files: Sequence[str], scores: str, labels: str
+) -> list[tuple[str, str]]:
+    """Pair score shards with label shards by their numbers (:func:`shard_numbers`: ``x_1 … x_10``
+    with ``y_01 … y_10``), in the score shards' order. Refused, naming the files: two shards of one
+    side with the same number (or none), a shard whose number the other side lacks. ``scores`` and
+    ``labels`` (the patterns or folders given) name the sides."""
+    if len(score_files) == 1 and len(label_files) == 1:
+        return [(score_files[0], label_files[0])]
+    sides = []
+    for files, side in ((score_files, scores), (label_files, labels)):
+        numbers = shard_numbers(files)
+        seen: dict[tuple, str] = {}
+        for name, number in zip(files, numbers):
+            if number in seen:
+                what = f"the same shard number {_shard_number_text(number)}" if number else "no shard number"
+                raise InputError(
+                    f"{side}: {seen[number]} and {name} have {what}; shards pair by the numbers in their names, "
+                    "one file per number on each side"
+                )
+            seen[number] = name
+        sides.append(seen)
+    by_score, by_label = sides
+    for mine, other, other_side in ((by_score, by_label, labels), (by_label, by_score, scores)):
+        lost = [name for number, name in mine.items() if number not in other]
+        if lost:
+            number = next(n for n, name in mine.items() if name == lost[0])
+            more = f" (and {len(lost) - 1} more)" if len(lost) > 1 else ""
+            raise InputError(
+                f"{lost[0]}{more}: no shard numbered {_shard_number_text(number)} in {other_side} "
+                f"(its shards: {_names([other[n] for n in other], 4)}); shards pair by the numbers in their names"
+            )
+    return [(name, by_label[number]) for number, name in by_score.items()]
 
 
 def load_shard(
@@ -1085,6 +1328,8 @@ def load_temperature(value: str) -> float:
     :func:`calibrate_cli.calibrators.load_calibrator`."""
     from .calibrators import load_calibrator
 
+    if isinstance(value, str) and lenient_only(value):  # float() reads "1_5" as 15: calib does not
+        raise InputError(f"temperature {value!r} is not a number ({PLAIN_NUMBERS})")
     calibrator = load_calibrator(value)
     if calibrator.temperature is None:
         raise InputError(

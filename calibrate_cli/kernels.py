@@ -69,7 +69,14 @@ HAVE_CKERNEL = _ckernel is not None
 
 #: numba is optional (extra "fast"); it is imported, and the kernel compiled, on the first fused chunk
 #: that the C extension does not run
-HAVE_NUMBA = importlib.util.find_spec("numba") is not None
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # an import hook refuses it, or sys.modules[name] is None
+        return False
+
+
+HAVE_NUMBA = _installed("numba")
 
 
 #: with numba only, below this many score values the numpy engine is used by default: importing numba

@@ -299,7 +299,7 @@ def _metric(name: str, scores, labels, input_kind, n_bins=DEFAULT_N_BINS, compat
 
 
 def ece(
-    scores, labels, *, n_bins: int = DEFAULT_N_BINS, input_kind: InputKind = "logits", compat: str | None = None
+    scores, labels, *, n_bins: int = DEFAULT_N_BINS, input_kind: InputKind | None = None, compat: str | None = None
 ) -> float:
     """Expected Calibration Error over equal-width bins.
 
@@ -312,7 +312,7 @@ def ece(
 
 
 def adaece(
-    scores, labels, *, n_bins: int = DEFAULT_N_BINS, input_kind: InputKind = "logits", compat: str | None = None
+    scores, labels, *, n_bins: int = DEFAULT_N_BINS, input_kind: InputKind | None = None, compat: str | None = None
 ) -> float:
     """Adaptive (equal-mass) ECE: the ECE sum over bins that each hold ~N/M samples (see
     :func:`equal_mass_bins` for the exact edges)."""
@@ -320,7 +320,7 @@ def adaece(
 
 
 def classwise_ece(
-    scores, labels, *, n_bins: int = DEFAULT_N_BINS, input_kind: InputKind = "logits", compat: str | None = None
+    scores, labels, *, n_bins: int = DEFAULT_N_BINS, input_kind: InputKind | None = None, compat: str | None = None
 ) -> float:
     """Classwise ECE: (1/K) Σ_k Σ_b |B_kb|/N · |mean_{B_kb} p_ik − mean_{B_kb} [y_i = k]|.
 
@@ -342,7 +342,7 @@ def with_class_sorted(summary: PredictionSummary, predictions) -> PredictionSumm
     return dataclasses.replace(summary, class_sorted=sort_classes(probs, predictions.labels))
 
 
-def ace(scores, labels, *, n_bins: int = DEFAULT_N_BINS, input_kind: InputKind = "logits") -> float:
+def ace(scores, labels, *, n_bins: int = DEFAULT_N_BINS, input_kind: InputKind | None = None) -> float:
     """ACE (Nixon et al. 2019): (1/K) Σ_k Σ_r (1/N) |Σ_{i ∈ B_kr} ([y_i = k] − p_ik)|, where B_k1..B_kR
     are R = ``n_bins`` equal-mass bins of the N values p_ik (:mod:`~calibrate_cli.class_samples`).
 
@@ -352,25 +352,25 @@ def ace(scores, labels, *, n_bins: int = DEFAULT_N_BINS, input_kind: InputKind =
     return _metric("ace", scores, labels, input_kind, n_bins)
 
 
-def classwise_rms_ce(scores, labels, *, n_bins: int = DEFAULT_N_BINS, input_kind: InputKind = "logits") -> float:
+def classwise_rms_ce(scores, labels, *, n_bins: int = DEFAULT_N_BINS, input_kind: InputKind | None = None) -> float:
     """Classwise (marginal) RMS calibration error, Kumar et al. 2019:
     √((1/K) Σ_k Σ_b |B_kb|/N · (mean_{B_kb} [y = k] − mean_{B_kb} p_k)²), the equal-width bins of classwise-ECE."""
     return _metric("classwise_rms_ce", scores, labels, input_kind, n_bins)
 
 
-def classwise_ks_ce(scores, labels, *, input_kind: InputKind = "logits") -> float:
+def classwise_ks_ce(scores, labels, *, input_kind: InputKind | None = None) -> float:
     """Classwise KS calibration error: (1/K) Σ_k max_t |(1/N) Σ_{p_ik ≤ t} (p_ik − [y_i = k])| (Gupta et al. 2021)."""
     return _metric("classwise_ks_ce", scores, labels, input_kind)
 
 
 def mce(
-    scores, labels, *, n_bins: int = DEFAULT_N_BINS, input_kind: InputKind = "logits", compat: str | None = None
+    scores, labels, *, n_bins: int = DEFAULT_N_BINS, input_kind: InputKind | None = None, compat: str | None = None
 ) -> float:
     """Maximum Calibration Error: max over non-empty equal-width bins of |acc(B_b) − conf(B_b)|."""
     return _metric("mce", scores, labels, input_kind, n_bins, compat)
 
 
-def nll(scores, labels, *, input_kind: InputKind = "logits", compat: str | None = None) -> float:
+def nll(scores, labels, *, input_kind: InputKind | None = None, compat: str | None = None) -> float:
     """Negative log-likelihood: (1/N) Σ_i −log p_{i,y_i} (natural log; log-softmax for logits).
 
     With probabilities, a true-class probability of exactly 0 gives ``inf`` (never clipped).
@@ -378,22 +378,22 @@ def nll(scores, labels, *, input_kind: InputKind = "logits", compat: str | None 
     return _metric("nll", scores, labels, input_kind, compat=compat)
 
 
-def brier(scores, labels, *, input_kind: InputKind = "logits") -> float:
+def brier(scores, labels, *, input_kind: InputKind | None = None) -> float:
     """Brier score: (1/N) Σ_i Σ_k (p_ik − [y_i = k])², in [0, 2]."""
     return _metric("brier", scores, labels, input_kind)
 
 
-def accuracy(scores, labels, *, input_kind: InputKind = "logits") -> float:
+def accuracy(scores, labels, *, input_kind: InputKind | None = None) -> float:
     """Top-1 accuracy: (1/N) Σ_i [argmax_k p_ik = y_i] (lowest index wins ties)."""
     return _metric("accuracy", scores, labels, input_kind)
 
 
-def error(scores, labels, *, input_kind: InputKind = "logits") -> float:
+def error(scores, labels, *, input_kind: InputKind | None = None) -> float:
     """Top-1 error: 1 − accuracy."""
     return _metric("error", scores, labels, input_kind)
 
 
-def top5_accuracy(scores, labels, *, input_kind: InputKind = "logits") -> float | None:
+def top5_accuracy(scores, labels, *, input_kind: InputKind | None = None) -> float | None:
     """Top-5 accuracy (None when K ≤ 5, where it is trivially 1).
 
     The true class is in the top 5 when #{k : p_k > p_y} + #{k < y : p_k = p_y} < 5.
@@ -402,12 +402,12 @@ def top5_accuracy(scores, labels, *, input_kind: InputKind = "logits") -> float 
     return None if math.isnan(value) else value
 
 
-def mean_confidence(scores, labels, *, input_kind: InputKind = "logits") -> float:
+def mean_confidence(scores, labels, *, input_kind: InputKind | None = None) -> float:
     """Mean top-1 confidence (1/N) Σ_i max_k p_ik."""
     return _metric("mean_confidence", scores, labels, input_kind)
 
 
-def s99(scores, labels, *, input_kind: InputKind = "logits") -> tuple[float, float]:
+def s99(scores, labels, *, input_kind: InputKind | None = None) -> tuple[float, float]:
     """(share of samples with conf ≥ 0.99, accuracy on them) — Mukhoti et al. 2020, App. H.
 
     The accuracy is NaN when no sample reaches 0.99.

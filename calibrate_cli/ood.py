@@ -87,7 +87,7 @@ def auroc(in_scores, out_scores) -> float:
     return u / (float(a.size) * float(b.size))
 
 
-def ood_scores(scores, input_kind: InputKind = "logits", *, scores_name: str = "scores") -> dict[str, np.ndarray]:
+def ood_scores(scores, input_kind: InputKind | None = None, *, scores_name: str = "scores") -> dict[str, np.ndarray]:
     """The uncertainty of every sample, larger = likelier out of distribution: ``{"entropy": H(p),
     "confidence": −max_k p_k}``, from validated ``scores`` ((N, K) logits or probabilities, or a 1-D
     binary score vector; as :func:`~calibrate_cli.predictions.as_predictions`)."""
@@ -150,7 +150,7 @@ def ood_auroc(
     in_scores,
     out_scores,
     *,
-    input_kind: InputKind = "logits",
+    input_kind: InputKind | None = None,
     in_name: str = "in-distribution scores",
     out_name: str = "out-of-distribution scores",
     bootstrap: int = 0,

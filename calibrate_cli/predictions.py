@@ -13,12 +13,13 @@ Scores keep their dtype (a memory-mapped float32 file is not copied); computatio
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Iterator, Literal
 
 import numpy as np
 
-from .errors import InputError
+from .errors import Advice, CalibWarning, InputError
 from .pages import release_rows
 
 InputKind = Literal["logits", "probs"]
@@ -424,10 +425,38 @@ def _check_not_swapped(scores: np.ndarray, labels: np.ndarray, scores_name: str,
     )
 
 
+def resolve_input_kind(scores, input_kind: InputKind | None, scores_name: str = "scores") -> InputKind:
+    """``input_kind`` when stated; else "logits", after refusing (N, K) scores that look like
+    probabilities (every value in [0, 1], every row summing to 1: softmax of them would be a silent
+    wrong number) and warning (:class:`~calibrate_cli.errors.CalibWarning`) about 1-D scores in [0, 1].
+
+    The scan stops at the first row chunk that cannot be probabilities (for logits, nearly always the
+    first)."""
+    if input_kind is not None:
+        return input_kind
+    scores = scores if isinstance(scores, np.ndarray) else np.asarray(scores)
+    if scores.ndim not in (1, 2) or scores.dtype.kind not in "iufb" or scores.size == 0:
+        return "logits"  # the shape checks say what is wrong
+    tolerance = probs_sum_tolerance(scores)
+    k = scores.shape[1] if scores.ndim == 2 else 1
+    for rows in row_chunks(scores.shape[0], k):
+        chunk = scores[rows]
+        if not (chunk.min() >= 0 and chunk.max() <= 1 + tolerance):  # False for NaN
+            return "logits"
+        if chunk.ndim == 2 and not (np.abs(chunk.sum(axis=1, dtype=np.float64) - 1.0) <= tolerance).all():
+            return "logits"
+    if scores.ndim == 2:
+        raise InputError(f"{scores_name}: every row lies in [0, 1] and sums to 1: these look like probabilities, not "
+                         "logits (softmax would be taken of them)", remedy="probs-or-logits")
+    warnings.warn(CalibWarning(Advice(f"{scores_name}: every score lies in [0, 1]; taken as log-odds of class 1; "
+                                      "if they are p(class 1)", remedy="probs")), stacklevel=2)
+    return "logits"
+
+
 def as_predictions(
     scores: np.ndarray,
     labels: np.ndarray,
-    input_kind: InputKind = "logits",
+    input_kind: InputKind | None = None,
     *,
     scores_name: str = "scores",
     labels_name: str = "labels",
@@ -441,6 +470,10 @@ def as_predictions(
     not whole numbers, out of range or of a different N than the scores, and scores and labels that
     look given in the wrong order (1-D whole numbers as scores, a 2-D float non-one-hot array as labels).
 
+    ``input_kind``: ``"logits"`` or ``"probs"``. None (not stated) takes the scores as logits, but
+    refuses (N, K) scores that look like probabilities (every value in [0, 1], every row summing to 1)
+    and warns (:class:`~calibrate_cli.errors.CalibWarning`) about 1-D scores in [0, 1].
+
     Already validated :class:`Predictions` (with ``labels`` None) are returned as they are: data are
     validated once, however many computations use them.
 
@@ -448,24 +481,26 @@ def as_predictions(
     (``Predictions.pending``, checked by :func:`~calibrate_cli.summary.summarize` chunk by chunk, with
     the same errors): for a caller that summarizes right away, so a memory-mapped file is read once.
     """
-    if isinstance(input_kind, bool) or input_kind not in INPUT_KINDS:
+    if isinstance(input_kind, bool) or (input_kind is not None and input_kind not in INPUT_KINDS):
         raise InputError(f"Expected `input_kind` to be one of {INPUT_KINDS}, but got {input_kind!r}")
     if isinstance(scores, Predictions) and labels is None:
-        if scores.input_kind != input_kind:
+        if input_kind is not None and scores.input_kind != input_kind:
             raise InputError(f"{scores_name}: validated as {scores.input_kind}, but used as {input_kind}")
         return scores
     scores = scores if isinstance(scores, np.ndarray) else np.asarray(scores)
     labels = labels if isinstance(labels, np.ndarray) else np.asarray(labels)
     _check_not_swapped(scores, labels, scores_name, labels_name)
+    stated, input_kind = input_kind, input_kind or "logits"
     defer = not check_values and scores.ndim == 2  # binary scores (N,) become float64 columns: checked now
     check = _check_scores(scores, scores_name, input_kind, values=not defer)
     if labels.ndim >= 1 and labels.shape[0] != scores.shape[0]:
         raise InputError(
             f"{labels_name}: {labels.shape[0]} labels but {scores_name} has {scores.shape[0]} rows of scores"
         )
+    labels = _check_labels(labels, labels_name, scores.shape[1] if scores.ndim == 2 else 2)
+    input_kind = resolve_input_kind(scores, stated, scores_name)  # the input is sound: what is it?
     if isinstance(scores, _StoredPrecision):
         scores = scores.view(np.ndarray)  # checked: downstream code sees a plain array
     if scores.ndim == 1:
         scores = _binary_columns(scores, input_kind)
-    labels = _check_labels(labels, labels_name, scores.shape[1])
     return Predictions(scores=scores, labels=labels, input_kind=input_kind, pending=check if defer else None)

@@ -83,7 +83,7 @@ class RowCountMismatch(InputError):
 def summarize_blocks(
     blocks: Iterable[tuple],
     *,
-    input_kind: str = "logits",
+    input_kind: str | None = None,
     n_bins: int = 15,
     compat: str | None = None,
     scores_name: str = "scores",

@@ -78,7 +78,7 @@ def model_row(
     test_scores,
     test_labels,
     *,
-    input_kind: InputKind = "logits",
+    input_kind: InputKind | None = None,
     search: str = "grid",
     objective: str | None = None,
     grid=None,
@@ -111,6 +111,6 @@ def model_row(
     kwargs = dict(input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=names[2])
     before = evaluate(test, None, **kwargs)
     raw = test_raw if test_raw is not None else (test.scores if isinstance(test_scores, Predictions) else test_scores)
-    after_predictions = test.with_scores(fit.apply(raw, input_kind, scores_name=names[2]), scores_name=names[2])
+    after_predictions = test.with_scores(fit.apply(raw, test.input_kind, scores_name=names[2]), scores_name=names[2])
     after = evaluate(after_predictions, None, **kwargs)
     return ModelRow(name, fit, before, after)

@@ -120,17 +120,19 @@ class TemperatureFit:
         """Short name of the calibration map, e.g. ``T = 0.8689`` or ``Platt (a = 1.2, b = 0.1)``."""
         return self.calibrator.label
 
-    def transform(self, logits: np.ndarray, *, scores_name: str = "logits") -> np.ndarray:
+    def transform(self, logits: np.ndarray, *, input_kind: InputKind | None = None, scores_name: str = "logits") -> np.ndarray:
         """Calibrated logits (float64): ``logits / T``; Platt: log-odds a·s + b; vector: w ⊙ z + b.
 
         A 1-D vector of log-odds gives a 1-D result for T and Platt; (N, K) gives (N, K). K must be
-        the fitted K.
+        the fitted K; ``input_kind`` by default the fitted kind (probabilities go through log p).
         """
-        return self.calibrator.transform(logits, scores_name=scores_name)
+        return self.calibrator.transform(logits, input_kind=input_kind, scores_name=scores_name)
 
-    def apply(self, scores: np.ndarray, input_kind: InputKind = "logits", *, scores_name: str = "scores") -> np.ndarray:
+    def apply(self, scores: np.ndarray, input_kind: InputKind | None = None, *, scores_name: str = "scores") -> np.ndarray:
         """``scores`` after calibration, of the same kind: logits in, logits out; probabilities in,
-        probabilities out (through log p, zeros staying exactly 0). T = 1 returns them unchanged."""
+        probabilities out (through log p, zeros staying exactly 0). T = 1 returns them unchanged.
+        ``input_kind``: by default the kind the map was fitted on (see :meth:`Calibrator.apply
+        <calibrate_cli.calibrators.Calibrator.apply>`)."""
         return self.calibrator.apply(scores, input_kind, scores_name=scores_name, validate=False)
 
     def to_dict(self) -> dict:
@@ -146,6 +148,8 @@ class TemperatureFit:
             "compat": self.compat,
             "warnings": list(self.warnings),
         }
+        if self.calibrator.input_kind is not None:
+            out["input_kind"] = self.calibrator.input_kind  # what it was fitted on (read back by load_calibrator)
         if self.grid is not None:
             out["grid"] = {"start": self.grid[0], "stop": self.grid[1], "step": self.grid[2]}
             out["curve"] = [{"temperature": t, "objective": v} for t, v in self.curve]

@@ -28,7 +28,7 @@ def after_eval_in_a_fresh_interpreter(tmp_path, expression: str, *args: str) -> 
 
     import numpy as np
 
-    np.save(tmp_path / "s.npy", np.eye(3))
+    np.save(tmp_path / "s.npy", 2 * np.eye(3))  # logits (np.eye(3) would look like probabilities)
     np.save(tmp_path / "y.npy", np.arange(3))
     argv = ["eval", str(tmp_path / "s.npy"), str(tmp_path / "y.npy"), *args]
     code = (

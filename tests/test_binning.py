@@ -88,7 +88,9 @@ def test_merge_of_chunks_equals_the_whole():
 def test_pieces_added_in_order_give_the_sequential_sums_bit_for_bit(engine, monkeypatch):
     """add_bin_sums of consecutive pieces (C extension's loop, or numpy's add.at) = one float64 loop
     over the samples in order (tests/naive_reference's (b/M, (b+1)/M] bins), bit for bit: what a
-    pass that bins each chunk as it arrives relies on. Values on the edges, 0.0 and 1.0 included."""
+    pass that bins each chunk as it arrives relies on (its determinism over chunk sizes). The arithmetic
+    guarantees the bits: no exp or log, each bin adds the same float64 values in the same order, each
+    addition correctly rounded, whichever loop adds them. Values on the edges, 0.0 and 1.0 included."""
     from naive_reference import equal_width_bin
 
     monkeypatch.setenv("CALIB_ENGINE", engine)

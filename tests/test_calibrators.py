@@ -105,11 +105,16 @@ def test_transforms_by_hand():
 
 def test_apply_keeps_the_kind():
     logits, labels = synthetic(n=50, k=3)
-    cal = fit("vector", logits, labels)
     probs = naive_softmax(logits)
+    cal = fit("vector", probs, labels, input_kind="probs")
     from_probs = cal.apply(probs, "probs")  # through log p (w ⊙ z is not shift-invariant: log p, not z)
-    assert np.allclose(from_probs, naive_softmax(cal.transform(np.log(probs))), atol=1e-12)
+    w, b = np.array(cal.get_params()["w"]), np.array(cal.get_params()["b"])
+    assert np.allclose(from_probs, naive_softmax(w * np.log(probs) + b), atol=1e-12)
+    assert np.array_equal(cal.predict_proba(probs), cal.apply(probs))  # by default, the fitted kind
     assert np.allclose(from_probs.sum(axis=1), 1.0)
+    # fitted on logits, w ⊙ z + b is another map of log p: refused, not a silent wrong number
+    with pytest.raises(InputError, match="fitted on logits"):
+        fit("vector", logits, labels).apply(probs, "probs")
     # the identity returns the very same scores (T = 1: no copy, no renormalisation)
     assert TemperatureScaling(1.0).apply(probs, "probs") is probs
     with pytest.raises(InputError, match="scores"):

@@ -43,6 +43,7 @@ def test_the_documented_format_works_in_every_command(runner, tmp_path, monkeypa
     got = runner.invoke(cli, ["eval", str(tmp_path / "z.tsv"), str(tmp_path / "y.tsv"), "-f", "json"])
     want = runner.invoke(cli, ["eval", str(tmp_path / "z.npy"), str(tmp_path / "y.npy"), "-f", "json"])
     assert got.exit_code == 0, got.stderr
+    # the TSV's values round-trip exactly (%.17g) and are evaluated whole, as the .npy's: the same path
     assert json.loads(got.stdout)["metrics"] == json.loads(want.stdout)["metrics"]
     fit = runner.invoke(cli, ["temperature", str(tmp_path / "z.tsv"), str(tmp_path / "y.tsv"), "-f", "json"])
     assert fit.exit_code == 0, fit.stderr

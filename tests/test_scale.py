@@ -1,7 +1,14 @@
 """The scale path of `calib eval` (issue 15): one shared sort for AdaECE / KS-CE / SmoothECE, the
 summary that keeps only the sums of its NLL / Brier / top-5 columns, the piecewise binning and the
 release of a memory-mapped input's pages. Expected values come from naive loops (tests/naive_*.py)
-or from the previous whole-array numpy computations (np.argsort + cumsum, np.bincount, np.sum)."""
+or from the previous whole-array numpy computations (np.argsort + cumsum, np.bincount, np.sum).
+
+Equal bits are asserted only where the arithmetic guarantees them: one path in other pieces or chunks
+(determinism: PairwiseSum's pieces add up to np.sum's tree, a cumsum carried across pieces is one
+sequential cumsum, a summary that keeps only sums has the sums of one that keeps the columns), counts,
+and sequential float64 sums of the same values in the same order, whoever adds them (numpy, the C
+extension, numba: no exp or log, each addition correctly rounded), which the chunked passes' determinism
+relies on."""
 
 from __future__ import annotations
 
@@ -93,7 +100,8 @@ def test_ks_from_sorted_equals_one_cumsum_across_pieces_and_in_c(monkeypatch):
     pieces = sorting.ks_from_sorted(c, y)
     monkeypatch.setattr(sorting, "PIECE", 1 << 20)
     assert pieces == sorting.ks_from_sorted(c, y)  # exactly: the carry makes it one sequential cumsum
-    assert compiled == pieces  # the same sequential sum in C
+    # the C pass: the same additions of the same values in the same order (no exp/log), so the same bits
+    assert compiled == pieces
 
 
 def test_unit_weight_ks_equals_the_weighted_path():
@@ -261,7 +269,9 @@ def test_peak_memory_of_a_mapped_file_stays_below_its_size(tmp_path):
 
 def test_compiled_binning_equals_the_numpy_pass(monkeypatch):
     """The numba loop (from _COMPILED_MIN samples on) gives the numpy pass's sums bit for bit:
-    uniform edges (values on the edges, 0 and 1), equal-mass edges, float32 compat edges."""
+    uniform edges (values on the edges, 0 and 1), equal-mass edges, float32 compat edges. Two engines,
+    but the arithmetic guarantees the bits: each bin's Σ adds the same float64 values in sample order
+    (np.add.at; a compiled loop, without fast-math), no exp or log; chunks of other sizes rely on it."""
     pytest.importorskip("numba")
     rng = np.random.default_rng(9)
     conf = np.concatenate([rng.random(3000), [0.0, 1.0, 0.2, 0.3, 0.4, 0.6, 0.7]])

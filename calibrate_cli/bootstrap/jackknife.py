@@ -27,7 +27,7 @@ def jackknife_values(
     scores,
     labels,
     *,
-    input_kind: InputKind = "logits",
+    input_kind: InputKind | None = None,
     n_bins: int = DEFAULT_N_BINS,
     compat: str | None = None,
     metrics: Metrics = None,

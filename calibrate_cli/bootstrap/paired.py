@@ -80,7 +80,7 @@ def compare(
     scores_b,
     labels_b,
     *,
-    input_kind: InputKind = "logits",
+    input_kind: InputKind | None = None,
     n_resamples: int = DEFAULT_N_RESAMPLES,
     level: float = DEFAULT_CI_LEVEL,
     method: Method = DEFAULT_CI_METHOD,

@@ -4,11 +4,18 @@ A calibrator is a map g from a model's logits z (N, K) to calibrated logits g(z)
 validation set by minimising an objective (the NLL unless a method says otherwise):
 
 - ``fit(scores, labels, input_kind=...)`` learns the parameters and returns the calibrator itself,
-  with ``fit_info_`` (a :class:`FitInfo`: the objective before and after, solver details, warnings);
-- ``transform(logits)`` gives calibrated logits, ``predict_proba(logits)`` = softmax of them, and
-  ``apply(scores, input_kind)`` keeps the kind (probabilities in, probabilities out);
+  with ``fit_info_`` (a :class:`FitInfo`: the objective before and after, solver details, warnings),
+  ``k`` and ``input_kind`` (what it was fitted on). A fit whose parameters are not finite, or whose
+  map is degenerate on the fitting set (probabilities that are not finite; the same probabilities
+  for every sample where the scores differ), raises :class:`~calibrate_cli.errors.FitError` and
+  leaves the calibrator as it was: it is never returned;
+- ``transform(scores)`` gives calibrated logits, ``predict_proba(scores)`` = softmax of them, and
+  ``apply(scores)`` keeps the kind (probabilities in, probabilities out). Each takes
+  ``input_kind=``: by default the kind it was fitted on; another kind is refused unless the map is
+  the same on both (``shift_invariant``), and another K always;
 - ``to_dict()`` / ``from_dict(d)`` save and restore it as JSON-ready data, never pickle:
-  ``{"method": name, "k": K, name: parameters}``.
+  ``{"method": name, "k": K, "input_kind": kind, name: parameters}`` (a file without
+  ``"input_kind"``, written before it was saved, is read as fitted on logits).
 
 Probabilities are handled through their logarithms: log p is a valid logit vector
 (softmax(log p) = p) and a probability of exactly 0 becomes −inf, never clipped.
@@ -24,8 +31,8 @@ from typing import Any, Callable, ClassVar, NamedTuple
 
 import numpy as np
 
-from ..errors import InputError
-from ..predictions import InputKind, Predictions, _check_scores, as_predictions, row_chunks
+from ..errors import FitError, InputError
+from ..predictions import INPUT_KINDS, InputKind, Predictions, _check_scores, as_predictions, row_chunks
 from ..probabilities import softmax
 
 __all__ = ["Calibrator", "FitData", "FitInfo", "OBJECTIVES", "Search", "probabilities_to_logits"]
@@ -68,6 +75,7 @@ class FitData:
     labels: np.ndarray
     scores_name: str
     has_zeros: bool = False  # −inf entries: log-probabilities of exactly 0
+    input_kind: InputKind = "logits"  # what the scores were: logits, or probabilities (then logits = log p)
 
     @property
     def n(self) -> int:
@@ -87,9 +95,10 @@ class FitData:
             scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name
         )
         logits = predictions.scores
-        if input_kind == "probs":
+        if predictions.input_kind == "probs":  # as validated (the kind stated, or that of validated Predictions)
             logits = probabilities_to_logits(logits)
-            return cls(logits, predictions.labels, scores_name, has_zeros=bool(np.isneginf(logits).any()))
+            return cls(logits, predictions.labels, scores_name, has_zeros=bool(np.isneginf(logits).any()),
+                       input_kind="probs")
         return cls(logits=logits, labels=predictions.labels, scores_name=scores_name)
 
     def require_finite(self, what: str) -> None:
@@ -170,6 +179,36 @@ def check_k(value: Any) -> int | None:
     return value
 
 
+def check_input_kind(value: Any) -> InputKind:
+    """A saved ``"input_kind"``: "logits" or "probs"; absent (None: a file written before calib saved
+    it) is "logits", as such files were always read."""
+    if value is None:
+        return "logits"
+    if value not in INPUT_KINDS:
+        raise InputError(f"\"input_kind\" must be one of {INPUT_KINDS}, got {json.dumps(value)[:40]}")
+    return value
+
+
+def _first_non_finite(value: Any, path: str) -> tuple[str, Any] | None:
+    """(where, value) of the first parameter that is not a finite number (NaN, ±inf, null, text), or None."""
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, (list, tuple, np.ndarray)):
+        items = enumerate(value)
+    else:
+        ok = not isinstance(value, bool) and isinstance(value, (int, float, np.number)) and math.isfinite(float(value))
+        return None if ok else (path, value)
+    for key, item in items:
+        found = _first_non_finite(item, f"{path}[{key}]" if not isinstance(key, str) else f"{path} {key}")
+        if found is not None:
+            return found
+    return None
+
+
+def _kind_words(kind: str) -> str:
+    return "probabilities" if kind == "probs" else "logits"
+
+
 # ---------------------------------------------------------------------------------------------
 # The interface
 
@@ -189,8 +228,15 @@ class Calibrator(ABC):
     #: (histogram binning, isotonic, …), which may be exactly 0: ``apply`` then returns probabilities
     output_kind: ClassVar[str] = "logits"
     title: ClassVar[str] = ""  # a figure's title for it ("" : its searches' title)
+    #: True when the map sees the scores only through softmax (adding a constant to a row of logits
+    #: changes nothing: a temperature, binning, isotonic, Dirichlet, …): logits and log-probabilities
+    #: of one model then give the same result, so it applies to either kind, whatever it was fitted
+    #: on. False (vector and matrix scaling: w ⊙ z + b depends on the logits' offsets): scores of
+    #: another kind than the fitted one are refused.
+    shift_invariant: ClassVar[bool] = False
 
     k: int | None = None  # the number of classes it was fitted on (None: any)
+    input_kind: InputKind | None = None  # what it was fitted on: "logits" or "probs" (None: not known, any)
     fit_info_: FitInfo | None = None
 
     # -- construction from `calib temperature` options --------------------------------------------
@@ -233,13 +279,95 @@ class Calibrator(ABC):
         ``labels``; sets the parameters, ``k`` and ``fit_info_``; returns self. ``progress(done,
         total)`` is called as the solver goes (total None when unknown)."""
         data = FitData.prepare(scores, labels, input_kind, scores_name, labels_name)
-        self.fit_info_ = self._fit(data, progress)
-        self.k = data.k
+        before = dict(self.__dict__)
+        try:
+            # numpy's floating-point warnings stay inside: what they would signal (NaN or ±inf
+            # parameters or probabilities) is refused by check_fit, in one clear error
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                self.fit_info_ = self._fit(data, progress)
+                self.k = data.k
+                self.input_kind = data.input_kind
+                self.check_fit(data)
+        except BaseException:
+            self.__dict__.clear()  # a fit that failed leaves nothing behind: the calibrator is as it was
+            self.__dict__.update(before)
+            raise
         return self
+
+    def check_fit(self, data: FitData) -> None:
+        """Refuse (:class:`~calibrate_cli.errors.FitError`) a fit whose parameters are not finite, or
+        whose map on the fitting set gives probabilities that are not finite, or the same
+        probabilities to every sample where the scores' probabilities differ (a collapse to a
+        constant: the ranking and the accuracy destroyed), naming the method and why."""
+        params = self.get_params()
+        bad = _first_non_finite(params, self.name) if params is not None else (self.name, None)
+        if bad is not None:
+            where, value = bad
+            raise FitError(f"{data.scores_name}: the {self.name} fit failed: its parameter {where} is "
+                           f"{json.dumps(value) if value is None or isinstance(value, str) else value}, not a finite number")
+        self.check_fitted_map(data)
+
+    def check_fitted_map(self, data: FitData) -> None:
+        """The map part of :meth:`check_fit`: one pass over the fitting set in row chunks. A map known
+        to keep the order of every row (one temperature T > 0) overrides it with nothing."""
+        first_in = first_out = None
+        spread_in = spread_out = 0.0
+        hits_before = hits_after = 0
+        for rows in row_chunks(data.n, data.k):
+            z = data.rows(rows)
+            q = self._proba(z)
+            if not np.isfinite(q).all() or (q < 0).any():
+                bad = ~np.isfinite(q).all(axis=1) | (q < 0).any(axis=1)
+                first = int(np.flatnonzero(bad)[0])
+                what = "not finite" if not np.isfinite(q[first]).all() else "negative"
+                raise FitError(
+                    f"{data.scores_name}: the {self.name} fit failed: its probabilities on the fitting set are {what} "
+                    f"(row {rows.start + first}: {np.array2string(q[first], precision=4, threshold=6)})"
+                )
+            p = probabilities_of(z)
+            if first_in is None:
+                first_in, first_out = p[0].copy(), q[0].copy()
+            spread_in = max(spread_in, float(np.abs(p - first_in).max()))
+            spread_out = max(spread_out, float(np.abs(q - first_out).max()))
+            y = data.labels[rows]
+            hits_before += int(np.count_nonzero(np.argmax(z, axis=1) == y))
+            hits_after += int(np.count_nonzero(np.argmax(q, axis=1) == y))
+        if spread_out <= _CONSTANT and spread_in > _CONSTANT:
+            before, after = hits_before / data.n, hits_after / data.n
+            raise FitError(
+                f"{data.scores_name}: the {self.name} fit is degenerate: it gives every sample the same probabilities "
+                f"({np.array2string(first_out, precision=4, threshold=6)}) where the scores differ; the fitting set's "
+                f"accuracy would go from {100 * before:.2f} % to {100 * after:.2f} %"
+            )
 
     @abstractmethod
     def _fit(self, data: FitData, progress: Progress | None) -> FitInfo:
         """Learn the parameters from validated data; return how it went."""
+
+    # -- the kind of the scores ---------------------------------------------------------------------
+    def _kind(self, input_kind: InputKind | None, scores_name: str) -> InputKind:
+        """The kind of scores given to ``transform``/``predict_proba``/``apply``: ``input_kind``, or
+        (None) the kind it was fitted on; another kind than the fitted one is refused unless the map
+        is the same on both (``shift_invariant``)."""
+        if input_kind is None:
+            return self.input_kind or "logits"
+        if isinstance(input_kind, bool) or input_kind not in INPUT_KINDS:
+            raise InputError(f"Expected `input_kind` to be one of {INPUT_KINDS}, but got {input_kind!r}")
+        if self.input_kind is not None and input_kind != self.input_kind and not self.shift_invariant:
+            raise InputError(
+                f"{scores_name}: {_kind_words(input_kind)} given, but the {self.name} calibration was fitted on "
+                f"{_kind_words(self.input_kind)}, and its map of logits is not its map of log-probabilities",
+                remedy="logits" if self.input_kind == "logits" else "probs",
+            )
+        return input_kind
+
+    def _as_logits(self, scores, input_kind: InputKind | None, scores_name: str):
+        """``scores`` as logits for the map: probabilities (checked: rows summing to 1) become log p."""
+        if self._kind(input_kind, scores_name) != "probs":
+            return scores
+        scores = scores if isinstance(scores, np.ndarray) else np.asarray(scores)
+        _check_scores(scores, scores_name, "probs")
+        return probabilities_to_logits(scores)
 
     # -- applying -----------------------------------------------------------------------------------
     @property
@@ -267,9 +395,14 @@ class Calibrator(ABC):
         z = self._transform(z)
         return softmax(np.stack([np.zeros_like(z), z], axis=1) if z.ndim == 1 else z)
 
-    def transform(self, logits, *, scores_name: str = "logits") -> np.ndarray:
-        """Calibrated logits (float64). A 1-D vector of log-odds is a binary problem (K = 2)."""
-        return self._transform(self._checked(logits, scores_name))
+    def transform(self, scores, *, input_kind: InputKind | None = None, scores_name: str = "logits") -> np.ndarray:
+        """Calibrated logits (float64) of ``scores`` of ``input_kind`` (default: the fitted kind;
+        probabilities go through log p). A 1-D vector of log-odds is a binary problem (K = 2)."""
+        return self._transform_logits(self._as_logits(scores, input_kind, scores_name), scores_name)
+
+    def _transform_logits(self, z, scores_name: str) -> np.ndarray:
+        """Calibrated logits of logits ``z`` (or log p), of the fitted K."""
+        return self._transform(self._checked(z, scores_name))
 
     def _checked(self, logits, scores_name: str, *, widen: bool = True) -> np.ndarray:
         """``logits`` as a float64 array of the fitted K (``widen=False``: float32 and integer arrays
@@ -287,9 +420,10 @@ class Calibrator(ABC):
             )
         return z
 
-    def predict_proba(self, logits, *, scores_name: str = "logits") -> np.ndarray:
-        """Calibrated probabilities: softmax of :meth:`transform` ((N, K), float64)."""
-        return self._proba(self._checked(logits, scores_name))
+    def predict_proba(self, scores, *, input_kind: InputKind | None = None, scores_name: str = "logits") -> np.ndarray:
+        """Calibrated probabilities ((N, K), float64) of ``scores`` of ``input_kind`` (default: the
+        kind it was fitted on): softmax of :meth:`transform`."""
+        return self._proba(self._checked(self._as_logits(scores, input_kind, scores_name), scores_name))
 
     def result_kind(self, input_kind: InputKind) -> InputKind:
         """The kind of ``apply``'s result for scores of ``input_kind``: the same kind for a map that
@@ -297,25 +431,26 @@ class Calibrator(ABC):
         return "probs" if self.output_kind == "probs" else input_kind
 
     def apply(
-        self, scores, input_kind: InputKind = "logits", *, scores_name: str = "scores", validate: bool = True
+        self, scores, input_kind: InputKind | None = None, *, scores_name: str = "scores", validate: bool = True
     ) -> np.ndarray:
         """``scores`` after calibration, of the kind :meth:`result_kind` says: logits in, logits out;
         probabilities in, probabilities out (through log p, zeros staying exactly 0) — except that a
         method whose output is probabilities (``output_kind == "probs"``: histogram binning,
         isotonic, …) always returns probabilities (N, K), whose zeros would be −inf as logits.
         The identity returns ``scores`` unchanged. ``validate``: check the scores first (the same
-        errors as ``evaluate``)."""
+        errors as ``evaluate``). ``input_kind``: by default the kind it was fitted on; another kind
+        is refused unless the map is the same on both (``shift_invariant``)."""
+        input_kind = self._kind(input_kind, scores_name)
         scores = scores if isinstance(scores, np.ndarray) else np.asarray(scores)
         if validate:
             _check_scores(scores, scores_name, input_kind)
         if self.is_identity:
             return scores
+        z = probabilities_to_logits(scores) if input_kind == "probs" else scores
         if self.output_kind == "probs":
-            z = probabilities_to_logits(scores) if input_kind == "probs" else scores
-            return self.predict_proba(z, scores_name=scores_name)
-        if input_kind == "probs":
-            return softmax(self.transform(probabilities_to_logits(scores), scores_name=scores_name))
-        return self.transform(scores, scores_name=scores_name)
+            return self._proba(self._checked(z, scores_name))
+        out = self._transform_logits(z, scores_name)
+        return softmax(out) if input_kind == "probs" else out
 
     def apply_as_read(self, predictions: Predictions, *, scores_name: str = "scores") -> Predictions | None:
         """The calibrated samples as validated :class:`~calibrate_cli.predictions.Predictions` whose
@@ -357,10 +492,12 @@ class Calibrator(ABC):
         return rows
 
     def to_dict(self) -> dict:
-        """``{"method": name, "k": K, name: parameters}``: JSON-ready, read back by ``from_dict``."""
+        """``{"method": name, "k": K, "input_kind": kind, name: parameters}``: JSON-ready, read back by
+        ``from_dict`` (``"input_kind"`` only when known: a calibrator built from its parameters has none)."""
         if not self.is_fitted:
             raise InputError(f"this {type(self).__name__} is not fitted yet; nothing to save")
-        return {"method": self.name, "k": self.k, self.name: self.get_params()}
+        kind = {"input_kind": self.input_kind} if self.input_kind is not None else {}
+        return {"method": self.name, "k": self.k, **kind, self.name: self.get_params()}
 
     @classmethod
     def from_dict(cls, d: dict, *, source: str | None = None) -> "Calibrator":
@@ -373,9 +510,12 @@ class Calibrator(ABC):
             raise InputError(f"{where}a {cls.name} calibration needs its parameters under \"{cls.name}\"")
         try:
             k = check_k(d.get("k"))
-            return cls._from_params(d[cls.name], k)
+            kind = check_input_kind(d.get("input_kind"))
+            out = cls._from_params(d[cls.name], k)
         except InputError as exc:
             raise InputError(f"{where}{exc}") from None
+        out.input_kind = kind
+        return out
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.label if self.is_fitted else 'not fitted'})"
@@ -396,6 +536,10 @@ def renormalise(q: np.ndarray) -> np.ndarray:
     a row of zeros (every class judged impossible) becomes the uniform 1/K."""
     total = q.sum(axis=1, keepdims=True)
     return np.where(total > 0, q / np.where(total > 0, total, 1.0), 1.0 / q.shape[1])
+
+
+#: rows of probabilities that differ by at most this much are the same (a map collapsed to a constant)
+_CONSTANT = 1e-12
 
 
 class ProbabilityCalibrator(Calibrator):

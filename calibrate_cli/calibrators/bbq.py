@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import FitError, InputError
 from .base import FitData, FitInfo, ProbabilityCalibrator, json_numbers, nll_of, probabilities_of, renormalise
 
 __all__ = ["BBQCalibration", "bbq_fit", "BBQ_C", "BBQ_PRIOR_SIZE"]
@@ -44,9 +44,30 @@ def bbq_bin_counts(n: int) -> range:
     return range(low, high + 1)
 
 
+def _log_rising(count: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """ln Γ(c + a) − ln Γ(a) = ln of a·(a + 1)···(a + c − 1), for counts c ≥ 0 and prior parameters
+    a ≥ 0, with its limits at a = 0 taken exactly: 0 when c = 0 (nothing observed: an empty bin, or
+    no negatives in it), −∞ when c > 0 and a = 0 (a prior mean of exactly 0 or 1 rules the outcome
+    out). ``gammaln(c + a) − gammaln(a)`` alone gives ∞ − ∞ = NaN there."""
+    from scipy.special import gammaln
+
+    out = np.zeros(a.shape[0])
+    seen = count > 0
+    possible = seen & (a > 0)
+    out[possible] = gammaln(count[possible] + a[possible]) - gammaln(a[possible])
+    out[seen & ~possible] = -np.inf
+    return out
+
+
 def bbq_fit(scores: np.ndarray, positive: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
     """BBQ on binary scores in [0, 1] and 0/1 outcomes: (t, values, details) with the map
-    q(s) = values[searchsorted(t, s, side="right")] (see the module docstring)."""
+    q(s) = values[searchsorted(t, s, side="right")] (see the module docstring).
+
+    Scores of exactly 0 or 1 (a random forest's, or softmax of logits beyond ±37) make bins of width
+    0 at the ends, whose prior mean is exactly 0 or 1: their terms are taken at their limits
+    (:func:`_log_rising`), so an empty bin counts for nothing and a bin of scores of exactly 1 with a
+    negative outcome makes that binning impossible (weight 0). A :class:`~calibrate_cli.errors.FitError`
+    when every binning is impossible."""
     from scipy.special import gammaln
 
     s = np.asarray(scores, dtype=np.float64)
@@ -56,7 +77,9 @@ def bbq_fit(scores: np.ndarray, positive: np.ndarray) -> tuple[np.ndarray, np.nd
     sorted_s = s[order]
     models, logs = [], []
     for b_count in bbq_bin_counts(n):
-        interior = np.interp(np.arange(1, b_count) * (n / b_count), np.arange(n), sorted_s)
+        # j·N/B as j·N then one division: exactly the integer when it is one (j · (N/B) may miss it by
+        # an ulp, and then put an edge just above a run of tied scores, e.g. a forest's 0.5, instead of on it)
+        interior = np.interp(np.arange(1, b_count) * n / b_count, np.arange(n), sorted_s)
         edges = np.concatenate([[0.0], interior, [1.0]])
         bins = np.searchsorted(interior, s, side="right")
         counts = np.bincount(bins, minlength=b_count).astype(np.float64)
@@ -66,19 +89,24 @@ def bbq_fit(scores: np.ndarray, positive: np.ndarray) -> tuple[np.ndarray, np.nd
         alpha, beta = size * prior, size * (1.0 - prior)
         log_score = float(np.sum(
             gammaln(size) - gammaln(counts + size)
-            + gammaln(positives + alpha) - gammaln(alpha)
-            + gammaln(counts - positives + beta) - gammaln(beta)
+            + _log_rising(positives, alpha) + _log_rising(counts - positives, beta)
         ))
         models.append((interior, (positives + alpha) / (counts + alpha + beta)))
         logs.append(log_score)
     logs = np.asarray(logs)
+    if (logs == -np.inf).all():
+        raise FitError(
+            "every binning gives the outcomes probability 0: a bin of scores of exactly 1 (or 0) holds "
+            "a negative (or positive) outcome, which a prior mean of exactly 1 (or 0) rules out"
+        )
     weights = np.exp(logs - logs.max())
     weights /= weights.sum()
     t = np.unique(np.concatenate([m[0] for m in models]))
     points = np.concatenate([[-np.inf], t])  # a point of each piece: its left end (pieces are [t_j, t_j+1))
     values = np.zeros(points.shape[0])
     for weight, (interior, theta) in zip(weights, models):
-        values += weight * theta[np.searchsorted(interior, points, side="right")]
+        if weight != 0:  # (a NaN weight is kept: it shows in the values, which the fit's check refuses)
+            values += weight * theta[np.searchsorted(interior, points, side="right")]
     best = int(np.argmax(weights))
     return t, values, {"models": len(models), "most_likely_bins": int(bbq_bin_counts(n)[best]),
                        "weight_of_most_likely": float(weights[best])}
@@ -88,6 +116,7 @@ class BBQCalibration(ProbabilityCalibrator):
     """One-vs-rest Bayesian binning into quantiles (see the module docstring)."""
 
     name = "bbq"
+    shift_invariant = True  # one-vs-rest on softmax(z): the same for logits and log-probabilities
 
     def __init__(self, edges=None, values=None):
         if (edges is None) != (values is None):
@@ -101,7 +130,10 @@ class BBQCalibration(ProbabilityCalibrator):
         p = probabilities_of(data.logits)
         edges, values, details = [], [], []
         for k in range(data.k):
-            t, v, d = bbq_fit(p[:, k], data.labels == k)
+            try:
+                t, v, d = bbq_fit(p[:, k], data.labels == k)
+            except FitError as exc:
+                raise FitError(f"{data.scores_name}: BBQ cannot be fitted for class {k}: {exc}") from None
             edges.append(t)
             values.append(v)
             details.append(d)

@@ -35,6 +35,7 @@ class BetaCalibration(Calibrator):
     """σ(a ln p − b ln(1 − p) + c) on p(class 1) (binary only; see the module docstring)."""
 
     name = "beta"
+    shift_invariant = True  # s = z₁ − z₀: the same for logits and log-probabilities
     searches = {}  # fitted by `calib fit --method beta`
 
     def __init__(self, a: float | None = None, b: float | None = None, c: float | None = None):

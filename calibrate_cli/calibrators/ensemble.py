@@ -28,6 +28,7 @@ class EnsembleTemperatureScaling(ProbabilityCalibrator):
     """w₁ softmax(z/T) + w₂ softmax(z) + w₃/K (see the module docstring)."""
 
     name = "ensemble_ts"
+    shift_invariant = True  # softmax(z / T) and softmax(z): the same for logits and log-probabilities
 
     def __init__(self, temperature: float | None = None, weights=None):
         if (temperature is None) != (weights is None):

@@ -38,6 +38,7 @@ class HistogramBinning(ProbabilityCalibrator):
     """One-vs-rest histogram binning on M equal-width bins (see the module docstring)."""
 
     name = "histogram"
+    shift_invariant = True  # bins of softmax(z): the same for logits and log-probabilities
     binning = "width"
 
     def __init__(self, edges=None, values=None, *, n_bins: int = DEFAULT_N_BINS):

@@ -44,6 +44,7 @@ class IsotonicCalibration(ProbabilityCalibrator):
     """One-vs-rest isotonic regression of [y = k] on p_k (see the module docstring)."""
 
     name = "isotonic"
+    shift_invariant = True  # a map of softmax(z): the same for logits and log-probabilities
 
     def __init__(self, x=None, y=None):
         if (x is None) != (y is None):

@@ -190,6 +190,7 @@ class DirichletCalibration(MatrixScaling):
     """softmax(W log p + b), p = softmax(z): Dirichlet calibration, fitted by the ODIR-regularised NLL."""
 
     name = "dirichlet"
+    shift_invariant = True  # x = log softmax(z): the same for logits and log-probabilities
     title = "Dirichlet calibration (ODIR)"
 
     def features(self, z: np.ndarray) -> np.ndarray:

@@ -93,6 +93,7 @@ class PlattScaling(Calibrator):
     """
 
     name = "platt"
+    shift_invariant = True  # s = z₁ − z₀: the same for logits and log-probabilities
     searches = {"platt": Search("binary Platt scaling (a·s + b)", "Platt scaling")}
 
     def __init__(self, a: float | None = None, b: float | None = None):

@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from ..errors import InputError
+from ..number_text import parse_float
 from .base import Calibrator
 from .bbq import BBQCalibration
 from .beta import BetaCalibration
@@ -81,12 +82,17 @@ def from_dict(document: Any, *, source: str | None = None) -> Calibrator:
     ``calib temperature`` (its ``"calibration"``), or an old file with only ``"temperature"``.
 
     The method is the ``"method"`` key, else the one that ``"search"`` fits, else a temperature
-    when there is a ``"temperature"`` key.
+    when there is a ``"temperature"`` key. The kind of scores it was fitted on is its
+    ``"input_kind"``, else the report's ``"inputs"``' one, else logits (files older than the key).
     """
     where = f"{source}: " if source else ""
     if not isinstance(document, dict):
         raise InputError(f"{where}expected a JSON object holding a calibration, got {type(document).__name__}")
     section = document["calibration"] if isinstance(document.get("calibration"), dict) else document
+    inputs = document.get("inputs")
+    if "input_kind" not in section and isinstance(inputs, dict) and inputs.get("input_kind") in ("logits", "probs"):
+        # a report of calib temperature / fit written before the calibration carried its input kind
+        section = {**section, "input_kind": inputs["input_kind"]}
     method = section.get("method")
     if method is None and section.get("search") is not None:
         search = section["search"]
@@ -125,7 +131,7 @@ def load_calibrator(source: Any) -> Calibrator:
         return TemperatureScaling(check_temperature(source))
     text = os.fspath(source)
     try:
-        number = float(text)
+        number = parse_float(text)  # ASCII numbers only: "1_5" is not 15
     except ValueError:
         number = None
     if number is not None:

@@ -39,6 +39,7 @@ from ..metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins
 from ..parallel import map_chunks
 from ..predictions import InputKind, Predictions, check_nll_range, check_scaled_range, row_chunks
 from ..summary import _device_ops, check_compat
+from ..number_text import is_plain_float
 from .base import OBJECTIVES, Calibrator, FitData, FitInfo, Progress, Search, json_number
 
 __all__ = [
@@ -98,6 +99,8 @@ def scale_scores(
 
 
 def _decimal(value, what: str) -> Decimal:
+    if isinstance(value, str) and not is_plain_float(value):  # Decimal("1_5") is 15
+        raise InputError(f"grid {what} must be a number, got {value!r}")
     try:
         d = Decimal(value if isinstance(value, str) else repr(float(value)))
     except (InvalidOperation, TypeError, ValueError):
@@ -446,6 +449,7 @@ class TemperatureScaling(Calibrator):
         "nll": Search("the exact NLL-optimal T", "temperature scaling (NLL optimum)"),
     }
     objectives = OBJECTIVES  # the grid's; the exact search minimises the NLL only
+    shift_invariant = True  # softmax((z + c) / T) = softmax(z / T)
 
     def __init__(
         self,
@@ -541,11 +545,15 @@ class TemperatureScaling(Calibrator):
     def _transform(self, z: np.ndarray) -> np.ndarray:
         return apply_temperature(z, self.temperature_)
 
-    def transform(self, logits, *, scores_name: str = "logits") -> np.ndarray:
-        """``logits / T`` (float64); a T at which they overflow is refused, naming ``scores_name``."""
+    def _transform_logits(self, z, scores_name: str) -> np.ndarray:
+        """``z / T`` (float64); a T at which they overflow is refused, naming ``scores_name``."""
         # float32 logits are widened and divided in one pass (apply_temperature), not copied first
-        logits = self._checked(logits, scores_name, widen=False)
+        logits = self._checked(z, scores_name, widen=False)
         return apply_temperature(logits, self.temperature_, scores_name=scores_name)
+
+    def check_fitted_map(self, data: FitData) -> None:
+        """Nothing to check beyond a finite T > 0 (:meth:`check_fit`): z / T keeps the order of every
+        row, so it can neither collapse nor make a NaN of finite logits."""
 
     def apply_as_read(self, predictions: Predictions, *, scores_name: str = "scores") -> Predictions | None:
         """Logits / T divided as each chunk is read (:meth:`Predictions.divided

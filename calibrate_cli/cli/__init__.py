@@ -118,6 +118,33 @@ def _one_line(text: str) -> str:
     return " ".join(lines)
 
 
+@contextlib.contextmanager
+def _calib_warnings_on_stderr():
+    """The core's :class:`~calibrate_cli.errors.CalibWarning` as one ``Warning: ...`` line each on
+    stderr (remedies worded as flags), once per text; other warnings as Python shows them."""
+    import warnings
+
+    from ..errors import CalibWarning
+
+    shown = set()
+    python_show = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if not issubclass(category, CalibWarning):
+            return python_show(message, category, filename, lineno, file, line)
+        advice = message.args[0] if isinstance(message, Warning) and message.args else message
+        if str(advice) not in shown:
+            from . import render  # only now: machine-readable output starts without Rich
+
+            shown.add(str(advice))
+            render.warn([advice])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", CalibWarning)
+        warnings.showwarning = show
+        yield
+
+
 class CalibGroup(click.Group):
     """Root group: the one place where failures become exit codes (see the module's docstring)."""
 
@@ -145,7 +172,8 @@ class CalibGroup(click.Group):
         debug = bool(os.environ.get(DEBUG_ENV))
         try:
             try:
-                result = super().invoke(ctx)
+                with _calib_warnings_on_stderr():
+                    result = super().invoke(ctx)
             except click.exceptions.Exit:
                 render.flush_stdout()
                 raise

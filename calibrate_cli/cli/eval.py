@@ -11,6 +11,7 @@ from .._version import __version__
 from ..errors import InputError
 from ..evaluate import evaluate
 from ..gates import check_gates
+from ..predictions import resolve_input_kind
 from . import render
 from .hints import gate_option
 from .options import (
@@ -23,11 +24,11 @@ from .options import (
     gate_on_option,
     interval_warnings,
     gate_options,
-    load_inputs,
     Outputs,
     output_options,
     parse_gates,
     plot_option,
+    read_inputs,
     scores_and_labels,
     shard_inputs,
 )
@@ -36,9 +37,26 @@ from .options import (
 PROGRESS_MIN_WORK = 20_000_000
 
 
-def eval_payload(report, results, scores: str, labels: str, gate_on: str = "point") -> dict:
+def columns_text(columns) -> str:
+    """`` (scores: logit_0, logit_1, …, logit_9)`` for a report's title: the score columns read
+    (0-based indices as ``columns 1, 2, …``), or nothing when the file has no columns."""
+    if not columns:
+        return ""
+    shown = [str(c) for c in columns]
+    if len(shown) > 4:
+        shown = shown[:2] + ["…", shown[-1]]
+    what = "scores" if isinstance(columns[0], str) else "score columns"
+    return f" ({what}: {', '.join(shown)})"
+
+
+def eval_payload(report, results, scores: str, labels: str, gate_on: str = "point", score_columns=None) -> dict:
     """The JSON document of ``calib eval`` (keys documented in docs/json-schema.md and docs/bootstrap.md):
-    the report's, with the gates, the CLI's --gate-on and the intervals' warnings added."""
+    the report's, with the gates, the CLI's --gate-on and the intervals' warnings added.
+    ``score_columns``: the columns of a CSV or table file the scores were read from (inputs'
+    ``score_columns``: names, or 0-based indices in a CSV file without a header)."""
+    inputs = {"scores": scores, "labels": labels, "input_kind": report.input_kind}
+    if score_columns is not None:
+        inputs = {"scores": scores, "score_columns": list(score_columns), **inputs}
     body = report.to_dict()
     body["gates"] = [r.to_dict() for r in results]
     if report.bootstrap is not None:
@@ -47,7 +65,7 @@ def eval_payload(report, results, scores: str, labels: str, gate_on: str = "poin
     return {
         "calib_version": __version__,
         "command": "eval",
-        "inputs": {"scores": scores, "labels": labels, "input_kind": report.input_kind},
+        "inputs": inputs,
         **body,
     }
 
@@ -79,7 +97,9 @@ def render_report(
             + "\n"
             + render.bins_markdown(report.bins.to_rows(), heading=BINS_HEADING, first_closed=report.compat is None)
         )
-    title = f"{payload['inputs']['scores']}: N = {report.n}, K = {report.k}, {report.n_bins} bins"
+    inputs = payload["inputs"]
+    title = f"{inputs['scores']}{columns_text(inputs.get('score_columns'))}: N = {report.n}, K = {report.k}, "
+    title += f"{report.n_bins} bins"
     if report.compat:
         title += f", compat {report.compat}"
     boot = payload.get("bootstrap")
@@ -167,9 +187,10 @@ def eval_command(
     equal-mass edges recomputed per resample); --gate-on upper|lower then gates an end of the
     interval instead of the point estimate (docs/bootstrap.md explains which to use in CI).
 
-    Shards: SCORES and LABELS may be quoted glob patterns or directories (their .npy files), each
-    sorted by name and paired in order; calib evaluates their concatenation by merging per-shard
-    summaries (same numbers as one file). --engine dask runs one Dask task per shard.
+    Shards: SCORES and LABELS may be quoted glob patterns or directories (their .npy files), paired
+    by the numbers in their names (x_1 with y_01; a shard without a partner is an error); calib
+    evaluates their concatenation by merging per-shard summaries (same numbers as one file).
+    --engine dask runs one Dask task per shard.
 
     \b
     Examples:
@@ -216,18 +237,18 @@ def eval_command(
             "which shard summaries do not keep: evaluate one file (or drop it from --metrics)"
         )
     if sharded is not None:
-        report, labels_name = _eval_shards(
+        report, labels_name, score_columns = _eval_shards(
             *sharded, scores=scores, labels=labels, label_col=label_col, calibrator=calibrator, input_kind=input_kind,
             n_bins=n_bins, compat=compat, engine=engine, scheduler=scheduler, bootstrap=n_resamples,
             ci_level=ci_level, ci_method=ci_method, seed=seed, device=device, bootstrap_metrics=bootstrap_metrics,
         )
     else:
-        report, labels_name = _eval_file(
+        report, labels_name, score_columns = _eval_file(
             scores, labels, label_col, calibrator=calibrator, input_kind=input_kind, n_bins=n_bins, compat=compat,
             n_resamples=n_resamples, ci_level=ci_level, ci_method=ci_method, seed=seed, device=device,
             bootstrap_metrics=bootstrap_metrics, extra_metrics=extra_metrics,
         )
-    _finish(report, scores, labels_name, gates, gate_on, plot_path, force, fmt, output, bins_csv)
+    _finish(report, scores, labels_name, gates, gate_on, plot_path, force, fmt, output, bins_csv, score_columns)
 
 
 def _optional_metrics(extra) -> list[str]:
@@ -241,12 +262,14 @@ def _eval_file(scores, labels, label_col, *, calibrator, input_kind, n_bins, com
                seed, device, bootstrap_metrics=None, extra_metrics=None):
     """One SCORES file (and LABELS): load, calibrate, evaluate."""
     if calibrator is None and not n_resamples and not _optional_metrics(extra_metrics) and device in (None, "cpu"):
-        report = _streamed(scores, label_col, input_kind=input_kind, n_bins=n_bins, compat=compat, device=device,
-                           extra_metrics=extra_metrics) if labels is None and label_col is not None else None
-        if report is not None:
-            return report, f"{scores}[{label_col}]"
-    score_array, label_array, labels_name = load_inputs(scores, labels, label_col)
+        streamed = _streamed(scores, label_col, input_kind=input_kind, n_bins=n_bins, compat=compat, device=device,
+                             extra_metrics=extra_metrics) if labels is None and label_col is not None else None
+        if streamed is not None:
+            return streamed[0], f"{scores}[{label_col}]", streamed[1]
+    found, label_array, labels_name = read_inputs(scores, labels, label_col)
+    score_array = found.scores
     if calibrator is not None:
+        input_kind = resolve_input_kind(score_array, input_kind, scores)  # before the map hides what they are
         score_array = calibrator.apply(score_array, input_kind, scores_name=scores)
         input_kind = calibrator.result_kind(input_kind)  # histogram binning, isotonic, …: probabilities
     with render.progress_bar(
@@ -269,11 +292,11 @@ def _eval_file(scores, labels, label_col, *, calibrator, input_kind, n_bins, com
             bootstrap_metrics=bootstrap_metrics,
             metrics=extra_metrics,
         )
-    return report, labels_name
+    return report, labels_name, found.score_columns
 
 
 def _streamed(scores, label_col, *, input_kind, n_bins, compat, device, extra_metrics):
-    """The report of SCORES with its --labels column, its blocks streamed into the summary pass
+    """(report, score columns) of SCORES with its --labels column, its blocks streamed into the summary pass
     (calibrate_cli.stream: the same numbers, no (N, K) array held), or None where the file is read
     whole: a type or CSV layout only the whole reader handles, or any problem in the file (the whole
     reader then gives its message, with row numbers counted over the whole file)."""
@@ -286,11 +309,14 @@ def _streamed(scores, label_col, *, input_kind, n_bins, compat, device, extra_me
     header, score_cols = _csv_settings()
     labels_name = f"{scores}[{label_col}]"
 
+    columns = []
+
     def summarise(sums_only: bool):
         found = stream_scores(scores, label_col=label_col, score_cols=score_cols, header=header)
         if found is None:
             return None
         n_hint, _, blocks = found
+        columns[:] = [getattr(blocks, "score_columns", None)]
         return summarize_blocks(
             blocks, input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=scores, labels_name=labels_name,
             n_hint=n_hint, sums_only=sums_only and bool(n_hint),  # sums as evaluate keeps them, where N is known
@@ -308,12 +334,13 @@ def _streamed(scores, label_col, *, input_kind, n_bins, compat, device, extra_me
     return report_from_summary(
         summary, input_kind=input_kind, n_bins=n_bins, scores_name=scores, metrics=extra_metrics, device=device,
         summary_device=device, consume=True,
-    )
+    ), columns[0]
 
 
 def _calibrated(pair, *, load, calibrator, input_kind):
     """One shard loaded, then calibrated (every calibrator maps each row on its own)."""
     scores, labels, scores_name, labels_name = load(pair)
+    input_kind = resolve_input_kind(scores, input_kind, scores_name)  # before the map hides what they are
     return calibrator.apply(scores, input_kind, scores_name=scores_name), labels, scores_name, labels_name
 
 
@@ -340,7 +367,7 @@ def _eval_shards(pairs, load, *, scores, labels, label_col, calibrator, input_ki
             seed=seed, device=device, progress=progress, bootstrap_metrics=bootstrap_metrics,
             summary_device=summary_device,
         )
-    return report, labels if labels is not None else f"{scores}[{label_col}]"
+    return report, labels if labels is not None else f"{scores}[{label_col}]", None
 
 
 #: what `--engine dask` says when dask is missing
@@ -379,7 +406,7 @@ def _silence_dask_for_the_rest_of_the_process() -> None:
         logger.disabled = True
 
 
-def _finish(report, scores, labels_name, gates, gate_on, plot_path, force, fmt, output, bins_csv):
+def _finish(report, scores, labels_name, gates, gate_on, plot_path, force, fmt, output, bins_csv, score_columns=None):
     """Gates, the figure, the report and the exit code."""
     intervals = report.intervals or None
     results = check_gates(report.metrics, gates, gated_on=gate_on, intervals=intervals)
@@ -392,7 +419,7 @@ def _finish(report, scores, labels_name, gates, gate_on, plot_path, force, fmt, 
         figure = eval_figure(report, label=escape_mathtext(model_names([scores], ())[0]), interval=interval)
         written = save_figure(figure, plot_path, force=force)
         render.stderr_console().print(f"Wrote {written}", soft_wrap=True, markup=False)
-    payload = eval_payload(report, results, scores, labels_name, gate_on)
+    payload = eval_payload(report, results, scores, labels_name, gate_on, score_columns)
 
     render.warn(report.warnings)
     render.warn(interval_warnings(intervals or {}))

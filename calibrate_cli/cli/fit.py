@@ -6,12 +6,14 @@ import click
 
 from .._version import __version__
 from ..calibrators import CALIBRATORS, OBJECTIVES, fit as fit_method
-from ..errors import InputError
-from ..evaluate import conventions
+from ..calibrators.selection import DEFAULT_FOLDS, SELECTABLE, choose, cross_validate, stratified_folds
+from ..errors import CalibError, FitError, InputError
+from ..evaluate import conventions, evaluate
 from ..metric_registry import METRIC_NAMES, METRICS, PAPER_COLUMNS
 from . import render
 from .hints import cli_text
 from .options import (
+    PlainIntRange,
     parse_metric_list,
     Outputs,
     binning_options,
@@ -86,15 +88,18 @@ def _best(values: dict[str, float | None], metric: str) -> set[str]:
               help="A held-out test set: report its metrics before/after too (the --method all table: test metrics).")
 @click.option("--metrics", "metrics_text", metavar="LIST", default=None,
               help=f"--method all: the columns, e.g. ece,nll,brier [default: the paper's and Brier: {','.join(PAPER_COLUMNS)}].")
-@click.option("--select", type=click.Choice(METRIC_NAMES), default=DEFAULT_SELECT, show_default=True,
-              help="--method all: the metric (on the test set if --test, else the fitting set) that picks the "
-              "calibrator saved in the JSON report.")
+@click.option("--select", type=click.Choice(SELECTABLE), default=DEFAULT_SELECT, show_default=True,
+              help="--method all: the metric that picks the calibrator saved in the JSON report, by its "
+              "cross-validated value on the fitting set (--folds), never on the test set.")
+@click.option("--folds", "n_folds", type=PlainIntRange(min=2), default=DEFAULT_FOLDS, show_default=True,
+              help="--method all: the folds of the cross-validation that picks the calibrator (stratified by "
+              "label, drawn with --seed, the same for every method).")
 @binning_options
 @csv_options
 @probs_option("Scores are probabilities (fitted through log p).")
 @bootstrap_options()
 @output_options(output_help="Write the report to FILE ('-': stdout; f.json: reusable as `calib eval --calibrator f.json`).")
-def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_bins, compat, input_kind,
+def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_folds, n_bins, compat, input_kind,
                 n_resamples, ci_level, ci_method, seed, device, bootstrap_metrics, fmt, output, force):
     """Fit a calibrator on a validation set and report the metrics before and after.
 
@@ -107,11 +112,16 @@ def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_bi
 
     --method all fits every method that applies (the others are named on stderr with the reason) and
     prints one table: a row per method, the test metrics as columns (the fitting set's without
-    --test), the best of each column marked with *, intervals with --bootstrap B. Its JSON report holds
-    every method's metrics and parameters, and under "calibration" the one with the best --select
-    metric (by default ECE, on the test set if given): `-o best.json` then `calib eval --calibrator
-    best.json` applies it. Picking on the test set makes that set's numbers for the pick optimistic;
-    confirm on fresh data.
+    --test: in-sample, optimistic), the best of each column marked with *, intervals with --bootstrap
+    B; its title names the pick and the rule (Markdown and CSV: a last column with each method's
+    cross-validated --select metric). The choice is honest:
+    each method is fitted on K − 1 of --folds K folds of the fitting set (stratified, drawn with
+    --seed, the same folds for every method) and predicts the fold it did not see; the method whose
+    out-of-fold predictions have the best --select metric (default ECE) is chosen, never by the test
+    set. A method whose fit fails (or is degenerate) in any fold is reported as failed, with the
+    reason, and never chosen. The JSON report holds every method's metrics, cross-validated value and
+    parameters, the rule under "selection", and under "calibration" the chosen one: `-o best.json`
+    then `calib eval --calibrator best.json` applies it.
 
     \b
     Examples:
@@ -120,6 +130,7 @@ def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_bi
       calib fit val.npy val_y.npy --method all --test test.npy test_y.npy
       calib fit val.npy val_y.npy --method all --test test.npy test_y.npy --bootstrap 1000 --metrics ece,nll
       calib fit val.npy val_y.npy --method all --test test.npy test_y.npy --select nll -o best.json
+      calib fit val.npy val_y.npy --method all --test test.npy test_y.npy --folds 10 --seed 1
       calib plot test.npy test_y.npy --calibrator best.json -o before_after.png
     """
     check_device_use(device, n_resamples)
@@ -165,43 +176,76 @@ def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_bi
             render.write_report(prepost_report("table", cal, sets, title, post), None, force)
         return
 
-    # --method all: every method that applies, one table
+    # --method all: every method that applies, one table; the choice by cross-validation on the fitting set
+    kind = val_predictions.input_kind  # as validated (stated, or logits)
     which = "test" if test_loaded else "fit"
     target = test_loaded if test_loaded else (val_array, val_predictions)
     target_name = test[0] if test_loaded else val_scores
-    results, skipped, warnings = {}, {}, []
+    folds = stratified_folds(val_predictions.labels, n_folds, seed)
+    results, cv_values, skipped, failed, warnings = {}, {}, {}, {}, []
+    before = None
+    steps = len(METHODS) * (n_folds + 1)
     with render.progress_bar("fitting", enabled=True) as progress:
         for i, name in enumerate(METHODS):
             if progress is not None:
-                progress(i, len(METHODS))
+                progress(i * (n_folds + 1), steps)
             try:
-                cal = _fit_one(name, val_predictions, input_kind, n_bins, val_scores, val_labels)
+                cal = _fit_one(name, val_predictions, kind, n_bins, val_scores, val_labels)
+            except FitError as exc:  # degenerate or non-finite: refused, never shown as a result
+                failed[name] = exc.message
+                continue
             except InputError as exc:  # does not apply here (binary only, too few samples per bin, …)
                 skipped[name] = exc.message  # (its remedy names `calib temperature` flags)
                 continue
-            before, after, _ = _before_after(cal, *target, input_kind, n_bins, compat, target_name, metrics=columns, keep_scores=False,
-                                             **bootstrap)
+            cv = cross_validate(name, val_predictions, None, metric=select, folds=folds, n_bins=n_bins, compat=compat,
+                                scores_name=val_scores, options=_options_for(name, n_bins),
+                                progress=None if progress is None else
+                                lambda done, _, start=i * (n_folds + 1) + 1: progress(start + done, steps))
+            if cv.failure is not None:
+                failed[name] = cv.failure
+                continue
+            try:
+                before, after, _ = _before_after(cal, *target, kind, n_bins, compat, target_name, metrics=columns,
+                                                 keep_scores=False, **bootstrap)
+            except CalibError as exc:  # its calibrated scores of the reported set are not valid scores
+                failed[name] = f"on {target_name}: {exc.message}"
+                continue
             results[name] = (cal, after)
+            cv_values[name] = cv.value
             warnings += [f"{name}: {cli_text(w)}" for w in cal.fit_info_.warnings]
+    if before is None:  # nothing fitted: the uncalibrated row alone
+        before = _before_after(CALIBRATORS["temperature"].identity(), *target, kind, n_bins, compat, target_name, metrics=columns,
+                               keep_scores=False, **bootstrap)[0]
     baseline = before  # the uncalibrated model on the same set (identical for every method)
+    # the uncalibrated model's value on the whole fitting set: nothing was fitted, so it is out-of-sample too
+    uncalibrated_cv = _metric_on_fit_set(val_predictions, select, n_bins, compat)
     rows_reports = {"uncalibrated": baseline, **{name: after for name, (_, after) in results.items()}}
     best = {m: _best({n: r.metrics.get(m) for n, r in rows_reports.items()}, m) for m in columns}
-    select_values = {n: r.metrics.get(select) for n, (_, r) in results.items()}
-    chosen = sorted(_best(select_values, select) or set(results), key=list(results).index)
-    selected = chosen[0] if chosen else None
+    selected = choose(cv_values, select)
     for name, reason in skipped.items():
         warnings.append(f"skipped {name}: {reason}")
+    for name, reason in failed.items():
+        warnings.append(f"failed {name}: {reason}")
+    if results and selected is None:
+        warnings.append(f"no method has a cross-validated {select}: none selected")
+    elif selected is not None and uncalibrated_cv is not None and choose(
+            {"uncalibrated": uncalibrated_cv, selected: cv_values[selected]}, select) == "uncalibrated":
+        warnings.append(f"no method improves the uncalibrated {select} under cross-validation "
+                        f"({render.format_value(select, uncalibrated_cv)} uncalibrated, "
+                        f"{render.format_value(select, cv_values[selected])} for {selected})")
     for name, report in rows_reports.items():
         warnings += [f"{name}: {w}" for w in report.warnings if f"{name}: {w}" not in warnings]
         warnings += interval_warnings(report.intervals or {}, prefix=f"{name}: ") if n_resamples else []
 
+    selection = {"rule": "cross-validation", "metric": select, "folds": n_folds, "seed": seed, "stratified": True,
+                 "on": "fit", "values": {"uncalibrated": uncalibrated_cv, **cv_values}}
     payload = {
-        "calib_version": __version__, "command": "fit", "inputs": {**inputs, "input_kind": input_kind},
+        "calib_version": __version__, "command": "fit", "inputs": {**inputs, "input_kind": kind},
         "n_bins": n_bins, "conventions": conventions(compat), "method": "all", "evaluated_on": which,
-        "select": select, "selected": selected,
+        "select": select, "selected": selected, "selection": selection,
         "uncalibrated": _report_dict(baseline),
         "methods": {
-            name: {**_report_dict(after), "calibration": cal.to_dict(),
+            name: {**_report_dict(after), "cv": cv_values[name], "calibration": cal.to_dict(),
                    "fit": {"objective": cal.fit_info_.objective, "value": cal.fit_info_.value,
                            "at_identity": cal.fit_info_.at_identity, "solver": cal.fit_info_.solver,
                            "warnings": [cli_text(w) for w in cal.fit_info_.warnings]}}
@@ -209,17 +253,31 @@ def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_bi
         },
         "best": {m: sorted(best[m], key=list(rows_reports).index) for m in columns},
         "skipped": skipped,
+        "failed": failed,
         "calibration": results[selected][0].to_dict() if selected else None,
         "warnings": warnings,
     }
-    title = (f"{len(results)} calibrators fitted on {val_scores}, metrics on the {'test' if test_loaded else 'fitting'} "
-             f"set {target_name} (* best per column)")
+    where = (f"the test set {target_name}" if test_loaded
+             else f"the fitting set {target_name} (in-sample, optimistic: give --test)")
+    title = f"{len(results)} calibrators fitted on {val_scores}, metrics on {where} (* best per column)"
+    pretty = render.PRETTY_NAMES[select]
+    rule = f"selected by {n_folds}-fold cross-validated {pretty} on the fitting set: {selected or 'none'}"
+    if selected:
+        rule += (f" ({pretty} {render.format_value(select, cv_values[selected])} cross-validated; uncalibrated "
+                 f"{render.format_value(select, uncalibrated_cv)})")
+    table = dict(columns=columns, best=best, title=title, rule=rule, selected=selected, select=select,
+                 cv={"uncalibrated": uncalibrated_cv, **cv_values})
     render.warn(warnings)
-    rendered = (render.to_json(payload) if fmt == "json"
-                else _all_table(fmt, rows_reports, results, columns, best, title, selected, select))
+    rendered = render.to_json(payload) if fmt == "json" else _all_table(fmt, rows_reports, results, **table)
     render.write_report(rendered, output, force)
     if output and fmt != "table":
-        render.write_report(_all_table("table", rows_reports, results, columns, best, title, selected, select), None, force)
+        render.write_report(_all_table("table", rows_reports, results, **table), None, force)
+
+
+def _metric_on_fit_set(predictions, metric, n_bins, compat) -> float | None:
+    """``metric`` of the uncalibrated scores of the fitting set (None where undefined)."""
+    value = evaluate(predictions, None, n_bins=n_bins, compat=compat, metrics=[metric]).metrics.get(metric)
+    return None if value is None or value != value else float(value)
 
 
 def _report_dict(report) -> dict:
@@ -233,8 +291,10 @@ def _pair_dict(before, after) -> dict:
     return {"before": dict(before.metrics), "after": dict(after.metrics)}
 
 
-def _all_table(fmt, reports: dict, results: dict, columns, best: dict, title: str, selected, select):
-    """Methods as rows, metrics as columns; the best per column marked (* and bold; CSV: a ``best`` column)."""
+def _all_table(fmt, reports: dict, results: dict, *, columns, best: dict, title: str, rule: str, selected, select,
+               cv: dict):
+    """Methods as rows, metrics as columns; the best per column marked (* and bold; CSV: a ``best`` column);
+    last, the cross-validated value of ``select`` that chose (the uncalibrated row: its fitting-set value)."""
     from rich.text import Text
 
     labels = {"uncalibrated": "uncalibrated"}
@@ -244,7 +304,7 @@ def _all_table(fmt, reports: dict, results: dict, columns, best: dict, title: st
         with_ci = any(r.intervals for r in reports.values())
         if with_ci:
             head += [c for m in columns for c in (render.Column(f"{m}_low"), render.Column(f"{m}_high"))]
-        head += [render.Column("best"), render.Column("parameters")]
+        head += [render.Column("best"), render.Column("parameters"), render.Column(f"cv_{select}")]
         rows = []
         for name, report in reports.items():
             row = [name, *(render.csv_number(report.metrics.get(m)) for m in columns)]
@@ -253,10 +313,14 @@ def _all_table(fmt, reports: dict, results: dict, columns, best: dict, title: st
                     ci = (report.intervals or {}).get(m)
                     row += [render.csv_number(ci.low), render.csv_number(ci.high)] if ci else ["", ""]
             params = results[name][0].label if name in results else ""
-            rows.append([*row, ";".join(m for m in columns if name in best[m]), params])
+            rows.append([*row, ";".join(m for m in columns if name in best[m]), params,
+                         render.csv_number(cv.get(name))])
         return render.render_rows("csv", head, rows)
     head = [render.Column("method", justify="left", style="bold", no_wrap=True)]
     head += [render.Column(_header(render.PRETTY_NAMES[m], fmt), no_wrap=fmt == "table") for m in columns]
+    with_cv = fmt != "table"  # a terminal's table keeps to 80 columns: its title gives the chosen one's value
+    if with_cv:
+        head.append(render.Column(f"CV {render.PRETTY_NAMES[select]}"))
     rows = []
     for name, report in reports.items():
         cells = []
@@ -270,5 +334,5 @@ def _all_table(fmt, reports: dict, results: dict, columns, best: dict, title: st
             else:
                 cells.append(text)
         marker = " (selected)" if name == selected and fmt != "table" else ""  # the table's title names it
-        rows.append([labels[name] + marker, *cells])
-    return render.render_rows(fmt, head, rows, title=title + f"; selected by {select}: {selected}")
+        rows.append([labels[name] + marker, *cells, *([render.format_value(select, cv.get(name))] if with_cv else [])])
+    return render.render_rows(fmt, head, rows, title=f"{title}; {rule}")

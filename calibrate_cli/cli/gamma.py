@@ -7,7 +7,7 @@ import click
 
 from .._version import __version__
 from . import render
-from .options import Outputs, output_options
+from .options import FLOAT, Outputs, output_options
 
 COLUMNS = [render.Column("p0"), render.Column("γ*(p0)")]
 CSV_COLUMNS = [render.Column("p0"), render.Column("gamma")]
@@ -33,7 +33,7 @@ def gamma_report(fmt: str, rows: list[tuple[float, float]]):
 
 
 @click.command("gamma", context_settings={"ignore_unknown_options": True})
-@click.argument("p0s", metavar="P0 [P0...]", nargs=-1, required=True, type=click.FLOAT)
+@click.argument("p0s", metavar="P0 [P0...]", nargs=-1, required=True, type=FLOAT)
 @output_options
 def gamma_command(p0s, fmt, output, force):
     """γ*(p0) of Proposition 2: the focal-loss γ that shrinks the gradient of every sample with

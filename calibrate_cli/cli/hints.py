@@ -20,6 +20,8 @@ CLI_REMEDIES = {
     "grid-format": "e.g. --grid 0.1:10:0.1",
     "widen-grid": "widen --grid START:STOP:STEP",
     "logits": "drop --probs",
+    "probs-or-logits": "give --probs, or --logits to take them as logits all the same",
+    "probs": "give --probs",
     "resume-or-force": "add --resume to continue it, or --force to start again",
 }
 

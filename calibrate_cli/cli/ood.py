@@ -6,6 +6,7 @@ import click
 
 from .._version import __version__
 from ..ood import OOD_SCORES, ood_auroc
+from ..predictions import resolve_input_kind
 from . import render
 from .options import (
     Outputs,
@@ -126,6 +127,7 @@ def ood_command(in_scores, out_scores, calibrator, input_kind, fmt, output, forc
     check_resamples(n_resamples, ci_level, "cpu")
     Outputs(force).report("--output", output).check()  # before any work
     in_array, out_array = load_scores_only(in_scores), load_scores_only(out_scores)
+    input_kind = resolve_input_kind(out_array, resolve_input_kind(in_array, input_kind, in_scores), out_scores)
     kind = input_kind
     before = None
     if calibrator is not None:

@@ -13,12 +13,74 @@ from ..devices import DEFAULT_DEVICE, DEVICES
 from ..errors import OutputError
 from ..gates import GATE_ON, Gate
 from ..errors import InputError
-from ..io import AmbiguousHeaderError, CsvCellError, list_shards, load_labels, load_shard, read_scores
+from ..io import (
+    AmbiguousHeaderError,
+    CsvCellError,
+    IndexColumnError,
+    list_shards,
+    load_labels,
+    load_shard,
+    pair_shards,
+    read_scores,
+)
 from ..binning import MAX_N_BINS
 from ..metrics import DEFAULT_N_BINS
+from ..number_text import PLAIN_NUMBERS, is_plain_float, is_plain_int, lenient_only, parse_float
 from ..summary import COMPAT_MODES
 
 FORMATS = ("table", "json", "csv", "markdown")
+
+
+# -- numbers in options: ASCII decimal and scientific notation only ----------------------------------
+# Click converts with float() / int(), which read "1_5" as 15 and Arabic-Indic "١٢" as 12: every
+# numeric option and argument takes one of these types instead (calibrate_cli.number_text).
+
+
+class _PlainNumber:
+    """Refuse text that Python's ``float()`` / ``int()`` read but calib does not (``1_5``, ``١٢``);
+    anything else converts (or fails) as Click's own type does."""
+
+    _whole = False
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str):
+            plain = is_plain_int(value) if self._whole else is_plain_float(value)
+            if not plain and lenient_only(value):
+                whole = "whole number (ASCII digits with an optional sign)"
+                self.fail(f"{value!r} is not a {whole if self._whole else f'number ({PLAIN_NUMBERS})'}", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+class PlainFloat(_PlainNumber, click.types.FloatParamType):
+    """``type=float`` for calib: ASCII decimal and scientific notation (and nan/inf) only."""
+
+
+class PlainFloatRange(_PlainNumber, click.FloatRange):
+    """``click.FloatRange`` for calib: ASCII decimal and scientific notation (and nan/inf) only."""
+
+
+class PlainInt(_PlainNumber, click.types.IntParamType):
+    """``type=int`` for calib: ASCII digits with an optional sign only."""
+
+    _whole = True
+
+
+class PlainIntRange(_PlainNumber, click.IntRange):
+    """``click.IntRange`` for calib: ASCII digits with an optional sign only."""
+
+    _whole = True
+
+
+FLOAT, INT = PlainFloat(), PlainInt()
+
+
+def plain_float_text(text: str, what: str) -> float:
+    """A number given as text inside an option's value (``--alpha 1,2``, ``--grid 0.1:5:0.1``), as
+    the types above read it; click.BadParameter naming ``what`` otherwise."""
+    try:
+        return parse_float(text)
+    except ValueError:
+        raise click.BadParameter(f"{text.strip()!r} in {what} is not a number ({PLAIN_NUMBERS})") from None
 
 
 # -- the options of several commands, each defined once ---------------------------------------------
@@ -33,15 +95,27 @@ FORCE_HELP = (
 )
 
 
+LOGITS_HELP = (
+    "Scores are logits, even where every row lies in [0, 1] and sums to 1 (without --probs or --logits "
+    "such scores are refused as ambiguous)."
+)
+
+
 def probs_option(help: str = PROBS_HELP):
-    """``--probs``: the command receives ``input_kind`` = "probs" (default "logits")."""
-    return click.option("--probs", "input_kind", flag_value="probs", default="logits", help=help)
+    """``--probs`` / ``--logits``: the command receives ``input_kind`` = "probs", "logits", or None when
+    neither is given (logits, but scores that look like probabilities are refused:
+    :func:`~calibrate_cli.predictions.resolve_input_kind`)."""
+    def decorate(func):
+        func = click.option("--logits", "input_kind", flag_value="logits", help=LOGITS_HELP)(func)
+        return click.option("--probs", "input_kind", flag_value="probs", default=None, help=help)(func)
+
+    return decorate
 
 
 def n_bins_option(help: str = f"Number of bins M for ECE, AdaECE, classwise-ECE and MCE (at most {MAX_N_BINS})."):
     """``--n-bins M`` (1 … MAX_N_BINS, default DEFAULT_N_BINS)."""
     return click.option(
-        "--n-bins", type=click.IntRange(min=1, max=MAX_N_BINS), default=DEFAULT_N_BINS, show_default=True, help=help
+        "--n-bins", type=PlainIntRange(min=1, max=MAX_N_BINS), default=DEFAULT_N_BINS, show_default=True, help=help
     )
 
 
@@ -76,14 +150,21 @@ def calibrator_option(help: str, *, load: bool):
     command's own checks)."""
     return click.option(
         "--temperature", "--calibrator", "calibrator" if load else "temperature_value", metavar="T|FILE.json",
-        callback=_to_calibrator if load else None, help=help,
+        callback=_to_calibrator if load else _plain_temperature, help=help,
     )
+
+
+def _plain_temperature(ctx, param, value):
+    """``--temperature T``: T as calib reads numbers (``1_5`` is not 15), or a file's name."""
+    if value is not None and lenient_only(value):
+        raise click.BadParameter(f"{value!r} is neither a number ({PLAIN_NUMBERS}) nor a JSON file's name")
+    return value
 
 
 def _to_calibrator(ctx, param, value):
     from ..calibrators import load_calibrator
 
-    return None if value is None else load_calibrator(value)
+    return None if value is None else load_calibrator(_plain_temperature(ctx, param, value))
 
 
 def name_option(func):
@@ -121,8 +202,9 @@ def csv_options(func):
         callback=_remember(_SCORE_COLS_KEY),
         help="CSV, Parquet, Arrow or Feather input: the score columns, by name, 0-based index or glob, "
         "comma-separated (e.g. 'logit_*' or 'cat,dog'), or one list column holding the K scores per row; "
-        "other columns (ids, ...) are ignored. Labels that are class names map to these columns in order "
-        "(p_cat or cat ← label cat).",
+        "other columns (ids, ...) are ignored. Without it: every column but the labels, where a column that "
+        "looks like a row index (named id, idx, index or row, or holding 0..N−1 in order) is an error. "
+        "Labels that are class names map to these columns in order (p_cat or cat ← label cat).",
     )(func)
     func = click.option(
         "--header/--no-header",
@@ -348,7 +430,7 @@ def _engine_options(func, whole_pass: bool = False):
 def _interval_options(func, default_resamples: int):
     """--bootstrap B, --ci-level, --ci-method and --seed."""
     func = click.option(
-        "--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Seed of the bootstrap resamples."
+        "--seed", type=INT, default=DEFAULT_SEED, show_default=True, help="Seed of the bootstrap resamples."
     )(func)
     func = click.option(
         "--ci-method",
@@ -362,7 +444,7 @@ def _interval_options(func, default_resamples: int):
     )(func)
     func = click.option(
         "--ci-level",
-        type=click.FloatRange(0, 1, min_open=True, max_open=True),
+        type=PlainFloatRange(0, 1, min_open=True, max_open=True),
         default=DEFAULT_CI_LEVEL,
         show_default=True,
         help="Confidence level of the intervals.",
@@ -370,7 +452,7 @@ def _interval_options(func, default_resamples: int):
     func = click.option(
         "--bootstrap",
         "n_resamples",
-        type=click.IntRange(min=0),
+        type=PlainIntRange(min=0),
         default=default_resamples,
         show_default=True,
         metavar="B",
@@ -484,6 +566,11 @@ def _with_hint(exc: InputError, score_cols: str | None) -> InputError:
         return InputError(f"{exc}; say which with --header or --no-header")
     if isinstance(exc, CsvCellError) and exc.named and score_cols is None:
         return InputError(f"{exc}; pick the score columns with --scores/--score-cols (e.g. --scores 'p_*')")
+    if isinstance(exc, IndexColumnError):
+        import shlex
+
+        spec = shlex.quote(exc.spec) if exc.spec is not None else "COLS"
+        return InputError(f"{exc.reason}; choose the score columns with --scores {spec}")
     return exc
 
 
@@ -506,10 +593,9 @@ def shard_inputs(scores: str, labels: str | None, label_col: str | None, *, sing
         if len(score_files or [scores]) != len(label_files or [labels]):
             raise InputError(
                 f"{scores} ({_shards_of(scores, score_files)}) and {labels} ({_shards_of(labels, label_files)}) "
-                "must give as many shards: they pair in sorted order"
+                "must give as many shards: they pair by the numbers in their names"
             )
-        score_files, label_files = score_files or [scores], label_files or [labels]
-        pairs = list(zip(score_files, label_files))
+        pairs = pair_shards(score_files or [scores], label_files or [labels], scores, labels)
     header, score_cols = _csv_settings()
     return pairs, functools.partial(load_pair, label_col=label_col, score_cols=score_cols, header=header)
 
@@ -524,7 +610,10 @@ def _shards_of(source: str, files: list[str] | None) -> str:
 
 def load_pair(pair: tuple, **options) -> tuple:
     """One shard's (scores, labels, scores_name, labels_name) (:func:`~calibrate_cli.io.load_shard`)."""
-    return load_shard(pair[0], pair[1], **options)
+    try:
+        return load_shard(pair[0], pair[1], **options)
+    except InputError as exc:
+        raise _with_hint(exc, options.get("score_cols")) from None
 
 
 def load_scores_only(scores: str):
@@ -537,7 +626,15 @@ def load_scores_only(scores: str):
 
 
 def load_inputs(scores: str, labels: str | None, label_col: str | None):
-    """Read SCORES and LABELS (or SCORES' --label-col column), with the command's CSV options.
+    """Read SCORES and LABELS (or SCORES' --label-col column), with the command's CSV options:
+    (scores, labels, labels' name) (:func:`read_inputs`)."""
+    found, label_array, labels_name = read_inputs(scores, labels, label_col)
+    return found.scores, label_array, labels_name
+
+
+def read_inputs(scores: str, labels: str | None, label_col: str | None):
+    """(:class:`~calibrate_cli.io.ScoresFile` of SCORES, labels, labels' name): SCORES and LABELS (or
+    SCORES' --label-col column) read with the command's CSV options.
 
     Labels that are class names map to the score columns' names. When the first row of a CSV file
     could be a header or data, the other file's N settles it if only one reading matches."""
@@ -565,4 +662,4 @@ def load_inputs(scores: str, labels: str | None, label_col: str | None):
             label_array = load_labels(labels, header=header, classes=found.class_names, expected_rows=n)
     except InputError as exc:
         raise _with_hint(exc, score_cols) from None
-    return found.scores, label_array, (labels if labels is not None else f"{scores}[{label_col}]")
+    return found, label_array, (labels if labels is not None else f"{scores}[{label_col}]")

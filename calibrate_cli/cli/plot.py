@@ -9,9 +9,11 @@ import click
 from ..calibrators import load_calibrator
 from ..errors import InputError
 from ..io import split_source
+from ..predictions import resolve_input_kind
 from ..plots import DEFAULT_DPI, STRATEGIES, MAX_CLASSWISE_CLASSES, escape_mathtext
 from . import render
 from .options import (
+    PlainIntRange,
     Outputs,
     calibrator_option,
     check_device,
@@ -48,7 +50,7 @@ def parse_classes(ctx, param, value: str | None) -> list[int] | None:
     classes: list[int] = []
     for part in value.split(","):
         part = part.strip()
-        match = re.fullmatch(r"(\d+)(?:\s*-\s*(\d+))?", part)
+        match = re.fullmatch(r"(\d+)(?:\s*-\s*(\d+))?", part, re.ASCII)  # not ١٢: ASCII digits only
         if not match:
             raise click.BadParameter(f"{part!r} is not a class index or a range like 0-9", ctx, param)
         first, last = int(match[1]), int(match[2] if match[2] is not None else match[1])
@@ -93,7 +95,7 @@ def parse_classes(ctx, param, value: str | None) -> list[int] | None:
     help=f"With --classwise: the classes to draw, e.g. 0,3,7 or 0-9 (needed when K > {MAX_CLASSWISE_CLASSES}).",
 )
 @click.option(
-    "--dpi", type=click.IntRange(10, 2400), default=DEFAULT_DPI, show_default=True, help="Resolution of a PNG."
+    "--dpi", type=PlainIntRange(10, 2400), default=DEFAULT_DPI, show_default=True, help="Resolution of a PNG."
 )
 @device_option(
     "Where the metrics pass behind each diagram runs: cpu (numpy), cuda (torch on the GPU, float64, the "
@@ -158,6 +160,9 @@ def plot_command(
     model_names(sources, names)  # checks the --name count early
     score_array, label_array, labels_name = load_inputs(scores, labels, label_col)
     others = [(*load_inputs(s, l, None)[:2], s, l) for s, l in compare]
+    for array, name in [(score_array, scores)] + [(other[0], other[2]) for other in others]:
+        kind = resolve_input_kind(array, input_kind, name)  # every model's scores: not probabilities taken as logits
+    input_kind = kind
     names_ = [escape_mathtext(name) for name in model_names(sources, names)]  # shown literally ($ is not math)
     title = escape_mathtext(title)
     common = dict(input_kind=input_kind, n_bins=n_bins)

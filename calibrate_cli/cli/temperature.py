@@ -10,6 +10,7 @@ from ..errors import InputError
 from ..evaluate import conventions, evaluate
 from ..io import write_array
 from ..metrics import METRIC_NAMES
+from ..number_text import PLAIN_NUMBERS, lenient_only
 from ..predictions import as_predictions
 from ..temperature import DEFAULT_GRID, OBJECTIVES, SEARCHES, fit_temperature, parse_grid
 from . import render
@@ -59,6 +60,7 @@ def _before_after(fit, score_array, predictions, input_kind, n_bins, compat, nam
     when loaded; only the calibrated scores are checked (they are new). A method whose output is
     probabilities (``calibrator.result_kind``) is evaluated as probabilities. ``bootstrap``: the
     keywords of :func:`~calibrate_cli.evaluate.evaluate` for intervals (``bootstrap=B``, …)."""
+    input_kind = predictions.input_kind  # as validated (stated, or logits that do not look like probabilities)
     kwargs = dict(input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=name, **bootstrap)
     before = evaluate(predictions, None, **kwargs)
     calibrator = getattr(fit, "calibrator", fit)
@@ -161,8 +163,17 @@ def objective_option(help: str = "What the grid search minimises on the validati
 def grid_option(help: str = "Temperatures of the grid search: START, START+STEP, ... ≤ STOP (T > 0)."):
     """--grid START:STOP:STEP: the temperatures of the grid search (temperature, report, table)."""
     return click.option(
-        "--grid", "grid_text", default=DEFAULT_GRID_TEXT, show_default=True, metavar="START:STOP:STEP", help=help
+        "--grid", "grid_text", default=DEFAULT_GRID_TEXT, show_default=True, metavar="START:STOP:STEP", help=help,
+        callback=_plain_grid,
     )
+
+
+def _plain_grid(ctx, param, value):
+    """--grid's numbers as calib reads numbers (``1_5`` is not 15); the rest is checked by parse_grid."""
+    for part in (value or "").split(":"):
+        if lenient_only(part):
+            raise click.BadParameter(f"{part.strip()!r} is not a number ({PLAIN_NUMBERS})")
+    return value
 
 
 @click.command("temperature")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from . import render
-from .options import force_option
+from .options import FLOAT, INT, PlainIntRange, force_option, plain_float_text
 
 #: calibrate_cli.training's MODEL_NAMES and RECIPES, repeated so that loading the CLI imports nothing
 #: of the training room (a test checks they agree)
@@ -19,8 +19,8 @@ def _alpha(ctx, param, value):
     if value is None:
         return None
     try:
-        parts = [float(v) for v in value.split(",")]
-    except ValueError:
+        parts = [plain_float_text(v, "--alpha") for v in value.split(",")]
+    except click.BadParameter:
         raise click.BadParameter(f"{value!r} is not a number or a comma-separated list of numbers") from None
     return parts[0] if len(parts) == 1 else parts
 
@@ -29,8 +29,8 @@ def _val_size(ctx, param, value):
     if value is None:
         return None
     try:
-        number = float(value)
-    except ValueError:
+        number = plain_float_text(value, "--val-size")
+    except click.BadParameter:
         raise click.BadParameter(f"{value!r} is not a count or a fraction") from None
     if not number > 0 or (number >= 1 and number != int(number)):
         raise click.BadParameter(f"{value!r}: give a whole count (5000) or a fraction below 1 (0.1)")
@@ -40,11 +40,11 @@ def _val_size(ctx, param, value):
 @click.command("train")
 @click.option("--loss", metavar="NAME", help="Training loss: ce, focal, flsd53, flsd532, flsc531, flsc532, ls, "
               "brier, mmce, adafocal (SPEC §7; required unless --resume).")
-@click.option("--gamma", type=float, help="γ of the focal loss (focal, and α-balanced focal with --alpha).")
+@click.option("--gamma", type=FLOAT, help="γ of the focal loss (focal, and α-balanced focal with --alpha).")
 @click.option("--alpha", callback=_alpha, metavar="A|A1,…,AK",
               help="α of the α-balanced focal loss: one number (binary) or one weight per class.")
-@click.option("--eps", type=float, help="ε of label smoothing (ls; default 0.05).")
-@click.option("--lam", type=float, help="λ of MMCE (mmce; default 2) or AdaFocal's update rate (adafocal; default 1).")
+@click.option("--eps", type=FLOAT, help="ε of label smoothing (ls; default 0.05).")
+@click.option("--lam", type=FLOAT, help="λ of MMCE (mmce; default 2) or AdaFocal's update rate (adafocal; default 1).")
 @click.option("--data", metavar="SOURCE", help="digits | imagefolder:DIR | npz:FILE | cifar10:DIR "
               "(required unless --resume; nothing is downloaded).")
 @click.option("--model", default=None, metavar="NAME",
@@ -52,12 +52,12 @@ def _val_size(ctx, param, value):
 @click.option("--recipe", type=click.Choice(RECIPES), default=None,
               help="paper (default): SGD 0.9, wd 5e-4, lr 0.1 ×0.1 at 150/250 of 350 epochs, batch 128, "
               "clip 2; fast: AdamW + one-cycle, batch 64, for small CPU runs.")
-@click.option("--epochs", type=click.IntRange(min=1), help="Epochs (paper: 350, fast: 30); lr steps scale with it.")
-@click.option("--batch-size", type=click.IntRange(min=1), help="Batch size per process (paper: 128, fast: 64).")
-@click.option("--lr", type=float, help="Learning rate (paper: 0.1, fast: 3e-3, the one-cycle peak).")
+@click.option("--epochs", type=PlainIntRange(min=1), help="Epochs (paper: 350, fast: 30); lr steps scale with it.")
+@click.option("--batch-size", type=PlainIntRange(min=1), help="Batch size per process (paper: 128, fast: 64).")
+@click.option("--lr", type=FLOAT, help="Learning rate (paper: 0.1, fast: 3e-3, the one-cycle peak).")
 @click.option("--val-size", callback=_val_size, metavar="N|FRACTION",
               help="Validation set split off the training set: a count (5000) or a fraction (default 0.1).")
-@click.option("--seed", type=int, default=None, help="Seed of the split, the initial weights, batches and augmentation (default 0).")
+@click.option("--seed", type=INT, default=None, help="Seed of the split, the initial weights, batches and augmentation (default 0).")
 @click.option("--augment", type=click.Choice(["auto", "on", "off"]), default=None,
               help="Random crop (pad 4) + flip: auto (default) for images of 32x32 or more.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,

@@ -14,6 +14,7 @@ second full copy.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -202,6 +203,50 @@ def _zarr_arrays(group, prefix: str = "") -> list[str]:
     return sorted(names)
 
 
+def _stored_files(folder: Path) -> set[str]:
+    """The files under ``folder``, as '/'-separated paths relative to it."""
+    found = set()
+    for root, _, files in os.walk(folder):
+        rel = os.path.relpath(root, folder)
+        prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+        found.update(prefix + name for name in files)
+    return found
+
+
+def check_zarr_chunks(path: Path, array, label: str, what: str) -> None:
+    """Refuse an array of a directory store with a chunk file missing: zarr reads a missing chunk as
+    the fill value (zeros, for most arrays), a silent wrong number. Every key of the array's chunk
+    grid (the shards, for a sharded array) must be a file, named by the array's chunk key encoding
+    (``c/0/1`` by default in zarr v3, ``0.1`` in v2, ...)."""
+    meta = array.metadata
+    grid = getattr(getattr(meta, "chunk_grid", None), "chunk_shape", None)
+    if grid is None:  # pragma: no cover - an irregular grid: nothing to enumerate
+        return
+    shape = tuple(int(s) for s in array.shape)
+    counts = [-(-s // max(int(c), 1)) for s, c in zip(shape, grid)]
+    folder = Path(path) / array.path if array.path else Path(path)
+    present = _stored_files(folder)
+    missing = []
+    for coords in itertools.product(*(range(n) for n in counts)):
+        key = meta.encode_chunk_key(coords)
+        if key not in present:
+            missing.append((coords, key))
+    if not missing:
+        return
+    coords, key = missing[0]
+    rows = ""
+    if coords:
+        first = coords[0] * int(grid[0])
+        rows = f" (rows {first}..{min(shape[0], first + int(grid[0])) - 1})"
+    more = f", and {len(missing) - 1} more of its {math.prod(counts)} chunks" if len(missing) > 1 else ""
+    fill = array.fill_value.item() if hasattr(array.fill_value, "item") else array.fill_value
+    raise InputError(
+        f"{label}: {what}: chunk {key!r}{rows} is missing ({folder / key}{more}); zarr would read it as the "
+        f"fill value {fill!r}: copy the store whole, or save it with write_empty_chunks=True "
+        "(zarr leaves out chunks that equal the fill value)"
+    )
+
+
 def load_zarr(path: Path, key: str | None, label: str) -> np.ndarray:
     """One array of a Zarr directory store (``store.zarr:array``), read in blocks of rows."""
     zarr = require("zarr", label, "Zarr stores", "zarr")
@@ -227,6 +272,7 @@ def load_zarr(path: Path, key: str | None, label: str) -> np.ndarray:
             raise InputError(f"{label}: {what} uses a pickle codec, which calib never runs (it would unpickle)")
         check_numeric_dtype(array.dtype, label, what)
         shape = tuple(array.shape)
+        check_zarr_chunks(path, array, label, what)
         return copy_rows(lambda a, b: array[a:b] if shape else array[()], shape, np.dtype(array.dtype), label)
     except InputError:
         raise

@@ -246,10 +246,21 @@ def _column_spec(table: _Table, key: str | None, score_cols: str | None, label: 
     return spec
 
 
-def _choose(table: _Table, spec: str | None, exclude: int | None) -> list[str]:
+def _choose(table: _Table, spec: str | None, exclude: int | None, check_index: bool = False) -> list[str]:
+    """The names of the score columns (``check_index``: scores, where none may be named as a row index)."""
     from ..io import _CsvTable, _score_columns
 
-    return [table.names[i] for i in _score_columns(_CsvTable(table.names, [], []), spec, exclude, table.label)]
+    chosen = _score_columns(_CsvTable(table.names, [], []), spec, exclude, table.label, check_index=check_index)
+    return [table.names[i] for i in chosen]
+
+
+def _index_watch(table: _Table, spec: str | None, columns: list[str]):
+    """An :class:`~calibrate_cli.io.IndexWatch` of score columns chosen by default (None otherwise)."""
+    from ..io import IndexWatch
+
+    if spec is not None:
+        return None
+    return IndexWatch(table.label, table.names, [table.names.index(c) for c in columns])
 
 
 def read_table(
@@ -276,9 +287,13 @@ def read_table(
             return scores, None, None
         return None, _read_text_labels(table, columns[0], classes), None
     col = None if label_col is None else _column_index(table.names, label_col, len(table.names), label)
-    columns = _choose(table, spec, col)
+    columns = _choose(table, spec, col, check_index=True)
     label_name = None if col is None else table.names[col]
     scores, labels, names = _read(table, columns, label_name)
+    watch = _index_watch(table, spec, columns) if names is not None else None  # a list column: not an index
+    if watch is not None:
+        watch.block(scores)
+        watch.finish()
     return scores, labels, names
 
 
@@ -340,22 +355,27 @@ def iter_table(
     table = _Table(path, label)
     spec = _column_spec(table, key, score_cols, label)
     col = None if label_col is None else _column_index(table.names, label_col, len(table.names), label)
-    columns = _choose(table, spec, col)
+    columns = _choose(table, spec, col, check_index=True)
     label_name = None if col is None else table.names[col]
     layout, dtype, k, label_kind = _layout(table, columns, label_name)
     n = table.n_rows
+    watch = _index_watch(table, spec, columns) if layout == "columns" else None
 
     def blocks():
         row0 = 0
         for block, y, row0 in _blocks(table, columns, label_name, layout, dtype, k, label_kind):
             if n is not None and row0 + block.shape[0] > n:
                 raise InputError(f"{label}: holds more rows than its metadata says ({n}): corrupt file")
+            if watch is not None:
+                watch.block(block)
             yield (block[:, 0] if layout == "columns" and block.shape[1] == 1 else block), y
             row0 += block.shape[0]
         if row0 == 0:
             raise InputError(f"{label}: holds no rows (N = 0)")
         if n is not None and row0 != n:
             raise InputError(f"{label}: holds {row0} rows, but its metadata says {n}: truncated or corrupt file")
+        if watch is not None:
+            watch.finish()
 
     return (tuple(columns) if layout == "columns" else None), n, blocks()
 

@@ -125,7 +125,7 @@ def build_report(
     test_scores=None,
     test_labels=None,
     *,
-    input_kind: InputKind = "logits",
+    input_kind: InputKind | None = None,
     n_bins: int = DEFAULT_N_BINS,
     search: str = "grid",
     objective: str | None = None,
@@ -193,7 +193,7 @@ def build_report(
         ci_level=ci_level, ci_method=ci_method, seed=seed, device=device, bootstrap_metrics=bootstrap_metrics,
     )
     before = evaluate(target, None, progress=progress, **common)
-    scaled = target.with_scores(fit.apply(target.scores, input_kind, scores_name=scores_name), scores_name=scores_name)
+    scaled = target.with_scores(fit.apply(target.scores, target.input_kind, scores_name=scores_name), scores_name=scores_name)
     after = evaluate(scaled, None, progress=progress, **common)
 
     warnings: list[str] = list(fit.warnings)

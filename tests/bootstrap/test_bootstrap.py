@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from libm import METRIC_ABS, METRIC_REL
 
 from calibrate_cli.binning import equal_mass_edges
 from calibrate_cli.bootstrap import (
@@ -130,7 +131,9 @@ def test_weighted_equals_explicit_with_ties_and_probabilities(share, compat):
     levels=st.integers(1, 6),
 )
 def test_equal_mass_edges_of_weights_equal_those_of_the_resampled_array(n, n_bins, seed, levels):
-    """The per-resample edges are bit-identical to equal_mass_edges of the explicit resample."""
+    """The per-resample edges are those of equal_mass_edges of the explicit resample. Two paths: the
+    engine repeats np.interp's formula in array operations, np.interp's C loop may fuse its multiply-add
+    (an FMA where the platform has one), so within the numeric contract (tests/libm.py), not bits."""
     rng = np.random.default_rng(seed)
     conf = rng.integers(0, levels, n) / levels * 0.5 + 0.5  # ties on purpose
     probs = np.stack([1 - conf, conf], axis=1)
@@ -140,7 +143,7 @@ def test_equal_mass_edges_of_weights_equal_those_of_the_resampled_array(n, n_bin
     edges = engine.equal_mass_edges_of(engine.weights(engine.rank[idx]))
     for r in range(3):
         expected = equal_mass_edges(summary.confidences[idx[r]], n_bins)
-        np.testing.assert_array_equal(edges[r], expected)
+        np.testing.assert_allclose(edges[r], expected, rtol=METRIC_REL, atol=METRIC_ABS)
 
 
 # ---------------------------------------------------------------- seeds and batches
@@ -151,7 +154,7 @@ def test_same_seed_same_intervals_and_different_seed_different():
     a = bootstrap(logits, labels, n_resamples=100, seed=7)
     b = bootstrap(logits, labels, n_resamples=100, seed=7)
     c = bootstrap(logits, labels, n_resamples=100, seed=8)
-    assert a == b
+    assert a == b  # the same path twice: determinism, equal bits
     assert a["ece"] != c["ece"] and a["nll"] != c["nll"]
 
 
@@ -309,6 +312,8 @@ def test_seeded_draws_are_positions_in_confidence_order():
 
 
 def test_a_subset_of_metrics_gives_the_same_intervals():
+    """The same draws and the same computation of each metric whatever else is asked for (determinism of
+    one path, as for thread counts): equal bits."""
     logits, labels = _data(300, 8)
     full = bootstrap(logits, labels, n_resamples=40, seed=1)
     for names in (["ece"], ["adaece", "mce"], ["classwise_ece"], ["nll", "s99_share"]):

@@ -75,7 +75,7 @@ def test_torch_cpu_subset_of_metrics_and_intervals():
         for name in a:
             assert b[name].low == pytest.approx(a[name].low, abs=1e-10)
             assert b[name].high == pytest.approx(a[name].high, abs=1e-10)
-            assert b[name].point == a[name].point
+            assert b[name].point == a[name].point  # the point: the same CPU summary on both, one path
 
 
 def test_torch_cpu_compare_equals_numpy():
@@ -84,7 +84,7 @@ def test_torch_cpu_compare_equals_numpy():
     b = compare(logits, labels, logits * 1.7, labels, n_resamples=40, seed=2, device="torch-cpu")
     for name, d in a.differences.items():
         e = b.differences[name]
-        assert e.difference == d.difference
+        assert e.difference == d.difference  # the points' difference: the CPU summaries on both, one path
         if d.interval is None:
             assert e.interval is None
         else:
@@ -198,5 +198,5 @@ def test_custom_metric_on_the_torch_path_sees_the_same_draws():
 
     _, ref = bootstrap_values(logits, labels, n_resamples=12, seed=3, metrics=["ece", mean_label])
     _, got = bootstrap_values(logits, labels, n_resamples=12, seed=3, metrics=["ece", mean_label], device="torch-cpu")
-    np.testing.assert_array_equal(ref["mean_label"], got["mean_label"])
+    np.testing.assert_array_equal(ref["mean_label"], got["mean_label"])  # the same function on the same draws
     np.testing.assert_allclose(got["ece"], ref["ece"], rtol=0, atol=1e-12)

@@ -146,5 +146,6 @@ def test_output_file_not_overwritten_without_force(runner, files):
 def test_one_sample_each_and_ties(runner, tmp_path):
     np.save(tmp_path / "a.npy", np.array([[1.0, 0.0]]))
     np.save(tmp_path / "b.npy", np.array([[0.0, 1.0]]))  # the same probabilities, permuted: a tie
-    doc = json.loads(run(runner, "ood", tmp_path / "a.npy", tmp_path / "b.npy", "-f", "json").stdout)
+    # logits [1, 0] look like probabilities too: --logits says which they are
+    doc = json.loads(run(runner, "ood", tmp_path / "a.npy", tmp_path / "b.npy", "--logits", "-f", "json").stdout)
     assert doc["auroc_entropy"] == 0.5 and doc["auroc_confidence"] == 0.5 and doc["n_in"] == doc["n_out"] == 1

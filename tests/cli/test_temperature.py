@@ -1,4 +1,8 @@
-"""``calib temperature`` and ``calib eval --temperature`` through Click's CliRunner."""
+"""``calib temperature`` and ``calib eval --temperature`` through Click's CliRunner.
+
+The commands' numbers are compared with the library's bit for bit: they are the same path (the same
+fit and `evaluate` on the same arrays; logits divided by T as they are read are the same float64
+quotients as apply_temperature's, evaluated by the same pass), not two engines."""
 
 from __future__ import annotations
 
@@ -367,7 +371,8 @@ def test_csv_has_the_fitted_parameters(files, tmp_path):
 def test_after_is_evaluated_as_read_and_equals_the_divided_array(dtype, search, monkeypatch):
     """Without --save-logits the calibrated set is never written: its logits are divided chunk by
     chunk as they are read (Predictions.divided). The report must equal, bit for bit, the report of
-    the divided array evaluated as before; chunks of a few rows so that many chunks are read."""
+    the divided array evaluated as before (one path: the same quotients through the same pass, in
+    other chunks); chunks of a few rows so that many chunks are read."""
     import calibrate_cli.predictions as predictions_module
     from calibrate_cli.cli.temperature import _before_after
     from calibrate_cli.predictions import as_predictions
