@@ -715,6 +715,23 @@ typedef struct {
     Py_ssize_t bad_row; /* first row whose label is out of range, or −1 */
 } Fused;
 
+/* The top-5 rank of logits, on the scores themselves: the number of classes j with x_j > x_y, or
+ * x_j = x_y and j < y. Not on z = x − max: that subtraction rounds, and distinct logits beside a
+ * dwarfing one (3e17) or tiny ones beside a large maximum would tie there. */
+#define DEFINE_RAW_RANK(SUFFIX, T)                                                      \
+    static inline Py_ssize_t raw_rank_##SUFFIX(const T *row, Py_ssize_t k, int64_t y)   \
+    {                                                                                   \
+        const double s_y = (double)row[y];                                              \
+        Py_ssize_t rank = 0;                                                            \
+        for (Py_ssize_t j = 0; j < k; j++) {                                            \
+            const double v = (double)row[j];                                            \
+            rank += (v > s_y) | ((v == s_y) & (j < y));                                 \
+        }                                                                               \
+        return rank;                                                                    \
+    }
+DEFINE_RAW_RANK(f32, float)
+DEFINE_RAW_RANK(f64, double)
+
 #define DEFINE_FUSED_ROWS(NAME, T)                                                      \
     static void NAME(Fused *f, const T *restrict scores)                                \
     {                                                                                   \
@@ -757,7 +774,7 @@ typedef struct {
                     p[j] = p[j] / total;                                                \
                 }                                                                       \
                 logp_y = z[y] - log(total);                                             \
-                ranked = z;                                                             \
+                ranked = z; /* not for the top-5 rank: raw_rank */                      \
             }                                                                           \
             else {                                                                      \
                 for (Py_ssize_t j = 0; j < k; j++) {                                    \
@@ -782,10 +799,16 @@ typedef struct {
             }                                                                           \
             brier[i] = acc;                                                             \
             if (want_top5) {                                                            \
-                const double s_y = ranked[y];                                           \
                 Py_ssize_t rank = 0;                                                    \
-                for (Py_ssize_t j = 0; j < k; j++) {                                    \
-                    rank += (ranked[j] > s_y) | ((ranked[j] == s_y) & (j < y));         \
+                if (is_logits) {                                                        \
+                    rank = sizeof(T) == 4 ? raw_rank_f32((const float *)row, k, y)      \
+                                          : raw_rank_f64((const double *)row, k, y);    \
+                }                                                                       \
+                else {                                                                  \
+                    const double s_y = ranked[y];                                       \
+                    for (Py_ssize_t j = 0; j < k; j++) {                                \
+                        rank += (ranked[j] > s_y) | ((ranked[j] == s_y) & (j < y));     \
+                    }                                                                   \
                 }                                                                       \
                 top5[i] = rank < 5;                                                     \
             }                                                                           \
@@ -845,7 +868,7 @@ DEFINE_FUSED_REST(f64, double)
  *   (p = e/Σe is largest at e = 1 and non-decreasing in e), NLL = −(z_y − log Σe);
  * - p = e/Σe by vector division (IEEE: the scalar division's bits), Brier's products (p − [j = y])²
  *   by vector multiplication, added class after class as the scalar loop adds them;
- * - the top-5 rank by vector comparisons of z against z_y;
+ * - the top-5 rank on the logits themselves (raw_rank);
  * - the classwise bin of every p: t = p·M; where t is more than FUSED_BIN_DELTA from every integer
  *   ≥ 1, p lies strictly inside ((c − 1)/M, c/M) for c = ⌈t⌉ (t's and the edges' rounding errors are
  *   below M·2^-52, far below the margin, for M ≤ FUSED_VECTOR_MAX_BINS), which is the bin
@@ -906,9 +929,8 @@ typedef struct {
                 conf[i] = c;                                                                             \
                 correct[i] = best == y;                                                                  \
                 nll[i] = -(z[y] - log(total));                                                           \
-                const __m256d vt = _mm256_set1_pd(total), s_y = _mm256_set1_pd(z[y]);                    \
+                const __m256d vt = _mm256_set1_pd(total);                                                \
                 const __m256i vy = _mm256_set1_epi64x(y);                                                \
-                Py_ssize_t rank = 0;                                                                     \
                 for (Py_ssize_t g = 0; g < groups; g++) {                                                \
                     const __m256i j = _mm256_add_epi64(lane, _mm256_set1_epi64x(4 * g));                 \
                     const __m256d pv = _mm256_div_pd(_mm256_loadu_pd(e + 4 * g), vt);                    \
@@ -917,14 +939,6 @@ typedef struct {
                     const __m256d d = _mm256_sub_pd(pv, _mm256_and_pd(is_y, one));                       \
                     _mm256_storeu_pd(dd + 4 * g, _mm256_mul_pd(d, d));                                   \
                     const unsigned lanes = g == groups - 1 ? tail : 15u;                                 \
-                    if (want_top5) {                                                                     \
-                        const __m256d zv = _mm256_loadu_pd(z + 4 * g);                                   \
-                        const __m256d before_y = _mm256_castsi256_pd(_mm256_cmpgt_epi64(vy, j));         \
-                        const __m256d above = _mm256_or_pd(                                              \
-                            _mm256_cmp_pd(zv, s_y, _CMP_GT_OQ),                                          \
-                            _mm256_and_pd(_mm256_cmp_pd(zv, s_y, _CMP_EQ_OQ), before_y));               \
-                        rank += __builtin_popcount((unsigned)_mm256_movemask_pd(above) & lanes);         \
-                    }                                                                                    \
                     if (classwise) {                                                                     \
                         const __m256d t = _mm256_mul_pd(pv, vm);                                         \
                         const __m256d near = _mm256_round_pd(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); \
@@ -952,8 +966,8 @@ typedef struct {
                     acc += dd[jj];                                                                       \
                 }                                                                                        \
                 brier[i] = acc;                                                                          \
-                if (want_top5) {                                                                         \
-                    top5[i] = rank < 5;                                                                  \
+                if (want_top5) { /* on the logits themselves (raw_rank), not on z */                     \
+                    top5[i] = raw_rank_##SUFFIX(scores + i * k, k, y) < 5;                               \
                 }                                                                                        \
                 if (classwise) {                                                                         \
                     for (Py_ssize_t jj = 0; jj < k; jj++) {                                              \
@@ -980,7 +994,7 @@ DEFINE_FUSED_AVX2(f64, double)
  *   the predicted class (p = e/Σe is largest at e = 1); probabilities: p itself (Σe taken as 1, and
  *   p/1 = p), conf and the predicted class the first largest p (cols_first_max);
  * - class after class on the four rows: p = e/Σe (vector division), Brier's (p − [j = y])² added in
- *   the scalar loop's order, the top-5 rank by comparisons of the ranked scores (z, or p) against the
+ *   the scalar loop's order, the top-5 rank by comparisons of the ranked scores (x, or p) against the
  *   label's, and the classwise bin of p as fused_avx2 finds it (FUSED_BIN_DELTA; lanes near an edge
  *   by UNIFORM_BIN_CANDIDATE);
  * - then each p added into its cell row after row, class after class: a row's cells are distinct (no
@@ -1002,8 +1016,9 @@ DEFINE_FUSED_AVX2(f64, double)
         unsigned char *restrict correct = f->correct, *restrict top5 = f->top5;                            \
         int64_t *restrict count = f->count;                                                                \
         double *restrict sum_p = f->sum_p, *restrict sum_y = f->sum_y;                                     \
-        __m256d ecol[COLS_MAX_K], zcol[COLS_MAX_K];                                                        \
-        const __m256d *const ranked = is_logits ? zcol : ecol; /* the top-5 rank's scores: z, or p */     \
+        __m256d ecol[COLS_MAX_K], zcol[COLS_MAX_K], xcol[COLS_MAX_K];                                      \
+        /* the top-5 rank's scores: the logits themselves (not z = x − max, which rounds), or p */         \
+        const __m256d *const ranked = is_logits ? xcol : ecol;                                             \
         unsigned char before[COLS_MAX_K];                                                                  \
         int32_t group_cells[4 * COLS_MAX_K]; /* class j of row r: group_cells[4j + r], its p group_p[4j + r] */ \
         double group_p[4 * COLS_MAX_K];                                                                    \
@@ -1046,13 +1061,17 @@ DEFINE_FUSED_AVX2(f64, double)
                     _mm256_storeu_pd(bests, first);                                                        \
                 }                                                                                          \
                 waiting[group] = 1;                                                                        \
-                double *zy = z_y + (i - block);                                                            \
-                for (int r = 0; r < 4; r++) { /* the ranked score of the label: z_y, or p_y */             \
+                double *zy = z_y + (i - block), ry[4];                                                     \
+                if (want_top5 && is_logits) {                                                              \
+                    cols4_##SUFFIX(scores + i * k, k, xcol);                                               \
+                }                                                                                          \
+                for (int r = 0; r < 4; r++) { /* the label's z_y (NLL), or p_y; its ranked score */        \
                     correct[i + r] = (int64_t)bests[r] == y[r];                                            \
-                    zy[r] = ((const double *)&ranked[y[r]])[r];                                            \
+                    zy[r] = ((const double *)&(is_logits ? zcol : ecol)[y[r]])[r];                         \
+                    ry[r] = want_top5 ? ((const double *)&ranked[y[r]])[r] : 0.0;                          \
                 }                                                                                          \
                 const __m256d yv = _mm256_setr_pd((double)y[0], (double)y[1], (double)y[2], (double)y[3]);  \
-                const __m256d zyv = _mm256_loadu_pd(zy);                                                   \
+                const __m256d zyv = _mm256_loadu_pd(ry);                                                   \
                 __m256d acc = zero;                                                                        \
                 __m256i rank = _mm256_setzero_si256();                                                     \
                 for (Py_ssize_t j = 0; j < k; j++) {                                                       \

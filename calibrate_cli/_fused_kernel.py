@@ -119,12 +119,10 @@ def _fused_rows(scores, labels, is_logits, m, edges, want_top5, classwise,
             for j in range(k):
                 p[j] = p[j] / total
             logp_y = z[y] - np.log(total)
-            ranked = z
         else:
             for j in range(k):
                 p[j] = np.float64(scores[i, j])
             logp_y = np.log(p[y]) if p[y] > 0.0 else -np.inf
-            ranked = p
         best = 0
         for j in range(1, k):
             if p[j] > p[best]:
@@ -137,11 +135,12 @@ def _fused_rows(scores, labels, is_logits, m, edges, want_top5, classwise,
             d = p[j] - 1.0 if j == y else p[j]
             acc += d * d
         brier[i] = acc
-        if want_top5:
-            s_y = ranked[y]
+        if want_top5:  # on the logits themselves (z = x − max rounds: distinct logits may tie there), or p
+            s_y = np.float64(scores[i, y]) if is_logits else p[y]
             rank = 0
             for j in range(k):
-                if ranked[j] > s_y or (ranked[j] == s_y and j < y):
+                v = np.float64(scores[i, j]) if is_logits else p[j]
+                if v > s_y or (v == s_y and j < y):
                     rank += 1
             top5[i] = rank < 5
         if classwise:

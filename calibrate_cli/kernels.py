@@ -166,9 +166,10 @@ def numpy_chunk(scores, labels, edges, *, is_logits: bool, compat, top5: bool, c
     nll = -logp_y.astype(np.float64)
     hit5 = None
     if top5:
-        # rank on the logits when given (softmax is monotone, and tiny probabilities that
-        # underflow to equal values would create ties that temperature could change)
-        ranked = z if is_logits else p
+        # rank on the logits themselves when given (softmax is monotone, and tiny probabilities that
+        # underflow to equal values would create ties that temperature could change; z = x − max
+        # rounds, so distinct logits beside a dwarfing one would tie there)
+        ranked = np.asarray(scores, dtype=np.float64) if is_logits else p
         s_y = ranked[r, y][:, None]
         cols = np.arange(k)[None, :]
         rank = (ranked > s_y).sum(axis=1) + ((ranked == s_y) & (cols < y[:, None])).sum(axis=1)

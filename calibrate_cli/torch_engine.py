@@ -81,7 +81,7 @@ def row_quantities(x, y, *, is_logits: bool, work, top5: bool):
         total = e.sum(dim=1, keepdim=True)
         p = e / total
         logp_y = torch.gather(z, 1, y_col)[:, 0] - torch.log(total[:, 0])
-        ranked = z
+        ranked = x.to(f64)  # the logits themselves: z = x − max rounds, distinct logits may tie there
     else:
         p = x.to(work)
         logp_y = torch.log(torch.gather(p, 1, y_col)[:, 0])  # log 0 = −inf: an infinite NLL, as numpy's
