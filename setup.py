@@ -13,6 +13,9 @@ setup(
             optional=True,
             # no fast-math, and no a*b + c contracted into an FMA: the results must equal numpy's bit for bit
             extra_compile_args=["-O2", "-ffp-contract=off", "-std=c99"],
-        )
+        ),
+        # a memory-mapped input truncated mid-read: one line naming it and exit 2, not SIGBUS's 135
+        # (calibrate_cli/pages.py: watch_mapped); optional as well: without it, the 135 stays
+        Extension("calibrate_cli._sigbus", ["calibrate_cli/_sigbus.c"], optional=True, extra_compile_args=["-O2"]),
     ],
 )

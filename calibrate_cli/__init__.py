@@ -18,7 +18,11 @@ matplotlib or torch are imported here)::
     calib.load_calibrator("t.json").transform(test_logits)             # any saved fit
 """
 
-from ._version import __version__
+from ._console import quiet_interrupts_while_starting
+
+quiet_interrupts_while_starting()  # first: Ctrl-C during the imports below ends `calib` quietly (130)
+
+from ._version import __version__  # noqa: E402
 from .binning import BinStats, assign_bins, bin_statistics, equal_mass_edges, uniform_edges
 from .bootstrap import Comparison, ConfidenceInterval, bootstrap, compare
 from .calibrators import Calibrator, PlattScaling, TemperatureScaling, VectorScaling, load_calibrator

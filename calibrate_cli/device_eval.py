@@ -2,7 +2,7 @@
 
 :func:`device_metrics` is :func:`calibrate_cli.evaluate`'s top-label half for torch tensors: the
 logits (or probabilities) and labels stay where the model wrote them, every reduction runs there in
-float64, and only the sufficient statistics of SPEC §9 come back to the host — per equal-width bin
+float64, and only the sufficient statistics (docs/conventions.md) come back to the host — per equal-width bin
 (count, Σconf, Σcorrect), per equal-mass bin (the same, over AdaECE's edges), Σ NLL, Σ Brier, #correct,
 #top-5, Σconf and the s99 counts. They become a
 :class:`~calibrate_cli.metric_registry.MetricSums` and every number is computed by the metric registry,

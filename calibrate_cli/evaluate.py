@@ -160,17 +160,26 @@ class EvalReport:
             if value is None and not spec.shown_when_undefined:
                 continue
             ci = self.intervals.get(spec.name)
-            interval = f"[{_shown(spec, ci.low)}, {_shown(spec, ci.high)}]" if ci is not None else ""
+            interval = "" if ci is None else f"[{_shown(spec, ci.clipped_low)}, {_shown(spec, ci.clipped_high)}]{ci.marks}"
             rows.append((spec.name, spec.display_name, _shown(spec, value), interval))
         return rows
+
+    def _notes(self) -> list[str]:
+        """What the marks of the shown intervals mean (clipped to the metric's range, excludes its
+        estimate), and which method each metric got when they differ."""
+        from .bootstrap.intervals import interval_notes
+
+        return interval_notes({n: ci for n, ci in self.intervals.items() if n in self.metrics})
 
     def _heading(self) -> str:
         heading = f"EvalReport: N = {self.n}, K = {self.k}, {self.n_bins} bins, {self.input_kind}"
         if self.compat:
             heading += f", compat {self.compat}"
         if self.bootstrap:
+            from .bootstrap.intervals import method_label
+
             heading += (
-                f"; {100 * self.bootstrap['level']:g}% {self.bootstrap['method']} bootstrap intervals, "
+                f"; {100 * self.bootstrap['level']:g}% {method_label(self.bootstrap['method'])} bootstrap intervals, "
                 f"{self.bootstrap['n_resamples']} resamples"
             )
         return heading
@@ -197,6 +206,7 @@ class EvalReport:
         lines = [self._heading()]
         for name, _, value, interval in rows:
             lines.append(f"  {name:<{name_width}}  {value:>{value_width}}" + (f"  {interval}" if interval else ""))
+        lines += [f"  {note}" for note in self._notes()]
         lines.append(f"  warnings: {len(self.warnings)}")
         lines += [f"    {w}" for w in self.warnings]
         return "\n".join(lines)
@@ -214,8 +224,9 @@ class EvalReport:
             for name, display, value, shown_interval in self._rows()
         )
         warnings = "".join(f"<li>{escape(w)}</li>" for w in self.warnings)
+        notes = "".join(f"<br><small>{escape(n)}</small>" for n in self._notes())
         return (
-            f"<div><strong>{escape(self._heading())}</strong><table>{head}{body}</table>"
+            f"<div><strong>{escape(self._heading())}</strong><table>{head}{body}</table>{notes}"
             + (f"<ul>{warnings}</ul>" if warnings else "")
             + "</div>"
         )
@@ -227,7 +238,9 @@ class EvalReport:
         from rich.text import Text
 
         interval = bool(self.intervals)
-        table = Table(title=self._heading(), title_justify="left", show_edge=False)
+        notes = self._notes()
+        table = Table(title=self._heading(), title_justify="left", show_edge=False,
+                      caption=Text("\n".join(notes)) if notes else None, caption_justify="left")
         table.add_column("metric", style="bold")
         table.add_column("value", justify="right")
         if interval:

@@ -128,8 +128,13 @@ class GateResult:
 
 
 def _interval_end(interval, end: str) -> float:
+    """The ``end`` of the interval as tables show it: clipped to the metric's range (a basic interval's
+    upper end of 102.5 % is gated as 100 %; the decision differs from the raw end's only for a
+    threshold at the end of the range, e.g. ``--fail-above error=1``, where the raw end is impossible)."""
     key = "high" if end == "upper" else "low"
-    return interval[key] if isinstance(interval, Mapping) else getattr(interval, key)
+    if isinstance(interval, Mapping):
+        return interval.get(f"clipped_{key}", interval[key])
+    return getattr(interval, f"clipped_{key}", getattr(interval, key))
 
 
 def check_gates(
@@ -142,7 +147,8 @@ def check_gates(
     """Check each gate against ``metrics[gate.metric]``; returns one result per gate, in order.
 
     ``gated_on="upper"``/``"lower"``: compare the upper/lower end of ``intervals[gate.metric]``
-    (a :class:`~calibrate_cli.bootstrap.ConfidenceInterval` or a dict with ``low``/``high``) instead.
+    (a :class:`~calibrate_cli.bootstrap.ConfidenceInterval` or a dict with ``low``/``high``) instead,
+    clipped to the metric's range as tables show it (``clipped_low``/``clipped_high`` when given).
     """
     if gated_on not in GATE_ON:
         raise InputError(f"Expected `gated_on` to be one of {GATE_ON}, but got {gated_on!r}")

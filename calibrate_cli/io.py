@@ -26,7 +26,7 @@ from typing import BinaryIO, Callable, Sequence
 
 import numpy as np
 
-from .errors import InputError, OutputError
+from .errors import CalibError, InputError, OutputError
 from .number_text import PLAIN_NUMBERS, is_plain_float, lenient_only, parse_int
 from .predictions import with_stored_precision
 
@@ -112,6 +112,8 @@ def _fast_csv(
 
 
 def _load_csv_source(path: Path, key, label: str) -> np.ndarray:
+    if key is not None:  # file.csv:COLS, as for tables
+        return read_scores(label).scores
     fast = _fast_csv(path, label)
     if fast is not None:
         values = fast[2]
@@ -127,7 +129,7 @@ INPUT_FORMATS: dict[str, InputFormat] = {
     ".npz": InputFormat(lambda path, key, label: _load_npz(path, key, label), keyed=True),
     ".pt": InputFormat(lambda path, key, label: _load_torch(path, key, label), keyed=True),
     ".pth": InputFormat(lambda path, key, label: _load_torch(path, key, label), keyed=True),
-    ".csv": InputFormat(_load_csv_source),
+    ".csv": InputFormat(_load_csv_source, keyed=True),  # file.csv:COLS chooses columns, as for tables
     ".parquet": InputFormat(lambda path, key, label: _tables().load_table_array(path, key, label), keyed=True, table=True),
     ".arrow": InputFormat(lambda path, key, label: _tables().load_table_array(path, key, label), keyed=True, table=True),
     ".feather": InputFormat(lambda path, key, label: _tables().load_table_array(path, key, label), keyed=True, table=True),
@@ -182,6 +184,38 @@ def _one_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
+def _os_reason(exc: OSError) -> str:
+    """An OSError's reason without the path it repeats (``File name too long``, ``Permission denied``)."""
+    return resource_problem(exc) or exc.strerror or _one_line(exc)
+
+
+#: the input files checked by :func:`_check_readable` in this process (label → size in bytes): an
+#: "out of memory" that no loader caught names them (the CLI clears it when a command starts)
+INPUTS_READ: dict[str, int] = {}
+
+
+def inputs_read_text(prefix: str = "") -> str:
+    """``prefix`` + ``x.npy (160 MB), y.npy (16 MB)``, the largest first; "" when none was read."""
+    if not INPUTS_READ:
+        return ""
+    largest = sorted(INPUTS_READ.items(), key=lambda item: -item[1])
+    return prefix + names_text([f"{label} ({_size(size)})" for label, size in largest], limit=4)
+
+
+#: errno → what it means when opening or reading an input fails with it: the machine's limits, not
+#: the file's content (never "truncated or corrupt")
+_RESOURCE_ERRNOS = {
+    errno.ENOMEM: "out of memory",
+    errno.EMFILE: "too many open files in this process (ulimit -n)",
+    errno.ENFILE: "too many open files on this system",
+}
+
+
+def resource_problem(exc: BaseException) -> str | None:
+    """What an OSError with an errno of :data:`_RESOURCE_ERRNOS` means (None for any other error)."""
+    return _RESOURCE_ERRNOS.get(getattr(exc, "errno", None)) if isinstance(exc, OSError) else None
+
+
 def _check_readable(path: Path, label: str, directory: bool = False) -> None:
     """A regular, readable file (a FIFO or a device would block or never end: refused); with
     ``directory``, a readable directory (a Zarr store)."""
@@ -192,7 +226,8 @@ def _check_readable(path: Path, label: str, directory: bool = False) -> None:
     except FileNotFoundError:
         raise InputError(f"{label}: no such file") from None
     except OSError as exc:
-        raise InputError(f"{label}: cannot read ({_one_line(exc)})") from None
+        raise InputError(f"{label}: cannot read ({_os_reason(exc)})") from None
+    INPUTS_READ[label] = info.st_size
     if directory:
         if not stat.S_ISDIR(info.st_mode):
             raise InputError(f"{label}: expected a directory (a {path.suffix} store)")
@@ -257,12 +292,19 @@ def _load_npy(path: Path, label: str) -> np.ndarray:
         _npy_header(f, label, size)
     mmap = "r" if size > MMAP_THRESHOLD_BYTES else None
     try:
-        return np.load(path, mmap_mode=mmap, allow_pickle=False)
+        array = np.load(path, mmap_mode=mmap, allow_pickle=False)
+        if mmap:  # truncated by another process while mapped: one line naming it and exit 2, not SIGBUS
+            from .pages import watch_mapped
+
+            watch_mapped(array, label)
+        return array
     except ValueError as exc:
         if "pickle" in str(exc).lower() or "object arrays" in str(exc).lower():
             raise InputError(f"{label}: holds Python objects (pickled), which calib never loads") from None
         raise InputError(f"{label}: truncated or corrupt .npy file ({_one_line(exc)})") from None
     except (OSError, EOFError) as exc:
+        if resource_problem(exc):  # ENOMEM from mmap under ulimit -v, EMFILE: the machine, not the file
+            raise InputError(f"{label}: cannot read ({resource_problem(exc)})") from None
         raise InputError(f"{label}: truncated or corrupt .npy file ({_one_line(exc)})") from None
     except MemoryError:
         raise
@@ -784,6 +826,7 @@ def read_scores(
             raise InputError(f"{label}: score columns can be chosen in CSV and table files only (.csv, .parquet, .arrow, .feather)")
         return ScoresFile(load_array(source))
     _check_readable(path, label)
+    score_cols = _csv_key_columns(key, score_cols, label)
     by_default = score_cols is None  # every column but the labels: none may be a row index
     fast = _fast_csv(path, label, header, expected_rows, label_col, score_cols, check_index=by_default)
     if fast is not None:
@@ -805,6 +848,17 @@ def read_scores(
             )
     shown = classes if classes is not None else tuple(columns)
     return ScoresFile(scores[:, 0] if scores.shape[1] == 1 else scores, labels, classes, shown)
+
+
+def _csv_key_columns(key: str | None, score_cols: str | None, label: str) -> str | None:
+    """The score columns of ``file.csv:COLS`` (the key) or ``--scores`` (not both), as for tables."""
+    if key is None:
+        return score_cols
+    if score_cols is not None:
+        raise InputError(f"{label}: columns given twice (after ':' and as score columns); give one")
+    if not key.strip():
+        raise InputError(f"{label}: no columns after ':'; name them, e.g. {label}p_* or {label}label")
+    return key
 
 
 class NotStreamed(Exception):
@@ -851,6 +905,7 @@ def stream_scores(
     if path.suffix.lower() != ".csv":
         return None
     _check_readable(path, label)
+    score_cols = _csv_key_columns(key, score_cols, label)
     from .formats import csvfast
 
     def decide(cells: list[str], line: int, n_rows: int) -> bool:
@@ -896,7 +951,14 @@ def load_array(source: str | os.PathLike) -> np.ndarray:
     _check_readable(path, label, directory=fmt is not None and fmt.directory)
     if fmt is None:
         raise InputError(f"{label}: unknown file type {suffix or '(none)'!r}; expected one of {', '.join(INPUT_FORMATS)}")
-    return fmt.load(path, key, label)
+    try:
+        return fmt.load(path, key, label)
+    except OSError as exc:  # opening or reading it failed for a reason of the machine's (no loader's message)
+        if isinstance(exc, CalibError):
+            raise
+        raise InputError(f"{label}: cannot read ({_os_reason(exc)})") from None
+    except MemoryError:
+        raise InputError(f"{label}: out of memory reading it") from None
 
 
 def load_scores(source: str | os.PathLike, *, label_col: str | None = None) -> tuple[np.ndarray, np.ndarray | None]:
@@ -924,8 +986,18 @@ def load_labels(
         numbers, names, _ = _tables().read_table(path, key, label, classes=classes, labels_only=True)
         return numbers if numbers is not None else names
     if path.suffix.lower() != ".csv":
-        return load_array(source)
+        labels = load_array(source)
+        if labels.ndim == 0:  # a single number: len() of it would fail
+            raise InputError(f"{label}: expected labels of shape (N,) or one-hot (N, K), got shape ()")
+        return labels
     _check_readable(path, label)
+    if key is not None:  # file.csv:COLUMN: that column holds the labels (numbers or class names)
+        if not key.strip():
+            raise InputError(f"{label}: no column after ':'; name the labels column, e.g. {label}label")
+        table = _read_csv_table(path, label, header, expected_rows)
+        col = _column_index(table.names, key, table.width, label)
+        cells = [row[col].strip() for row in table.rows]
+        return _labels_from_cells(cells, table.lines, label, table.column_name(col), classes)
     fast = _fast_csv(path, label, header, expected_rows)
     if fast is not None:
         values = fast[2]
@@ -952,6 +1024,10 @@ def list_shards(source: str | os.PathLike) -> list[str] | None:
         return None  # Path("") is ".": the loader says "empty file name"
     path = Path(text)
     fmt = INPUT_FORMATS.get(path.suffix.lower())
+    try:
+        path.exists()  # a name over NAME_MAX, a folder the user may not search: said here, not a traceback
+    except OSError as exc:
+        raise InputError(f"{text}: cannot read ({_os_reason(exc)})") from None
     if path.is_dir() and not (fmt is not None and fmt.directory):
         files = [os.fspath(p) for p in path.iterdir() if p.suffix.lower() == ".npy" and p.is_file()]
         files.sort(key=natural_key)
@@ -1097,6 +1173,18 @@ def _descriptor_link(path: Path) -> bool:
     return False
 
 
+def is_sink(path: str | os.PathLike) -> bool:
+    """Whether ``path`` itself (not through a symbolic link) is a character device such as
+    ``/dev/null``: an output that calib writes straight into (no temporary, no rename, no --force:
+    nothing is replaced), so that a script can throw a report away with ``-o /dev/null``."""
+    import stat
+
+    try:
+        return stat.S_ISCHR(os.lstat(os.fspath(path)).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
 def check_output_path(path: str | os.PathLike, *, force: bool = False) -> Path:
     """Check before any work that ``path`` may receive an output; return where it will be written.
 
@@ -1110,6 +1198,9 @@ def check_output_path(path: str | os.PathLike, *, force: bool = False) -> Path:
     text = os.fspath(path)
     if not text:
         raise OutputError("output file name is empty")
+    if text.endswith(("/", os.sep)) or os.path.basename(text) == ".":  # Path("x.json/") is x.json
+        trailing = "/" if text.endswith(("/", os.sep)) else "/."
+        raise OutputError(f"{text}: names a folder (a trailing '{trailing}'), not a file; give a file name")
     path = Path(text)
     try:
         st = path.lstat()
@@ -1137,6 +1228,8 @@ def check_output_path(path: str | os.PathLike, *, force: bool = False) -> Path:
                 raise OutputError(f"{path}: is a symbolic link to a missing file; calib does not write through it") from None
             if what:
                 raise OutputError(f"{path}: is a symbolic link to {what}; calib writes only regular files")
+        elif stat.S_ISCHR(st.st_mode):  # /dev/null: written into directly (atomic_write), never replaced
+            return path
         else:
             what = _not_regular(st.st_mode)
             if what:
@@ -1156,8 +1249,9 @@ def check_output_path(path: str | os.PathLike, *, force: bool = False) -> Path:
 
 
 def check_array_path(path: str | os.PathLike, *, force: bool = False) -> Path:
-    """:func:`check_output_path` for :func:`write_array`: the name must end in ``.npy``."""
-    if Path(os.fspath(path)).suffix.lower() != ".npy":
+    """:func:`check_output_path` for :func:`write_array`: the name must end in ``.npy`` (or be a
+    sink such as /dev/null, :func:`is_sink`)."""
+    if Path(os.fspath(path)).suffix.lower() != ".npy" and not is_sink(path):
         raise OutputError(f"{path}: arrays are written as .npy; give a file name ending in .npy")
     return check_output_path(path, force=force)
 
@@ -1268,6 +1362,13 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None], *, 
     """
     target = check_output_path(path, force=force)
     shown = Path(os.fspath(path))
+    if is_sink(target):  # /dev/null: nothing to replace atomically, written straight into
+        try:
+            with open(target, "wb") as f:
+                write(f)
+        except OSError as exc:
+            raise OutputError(f"{shown}: cannot write ({_one_line(exc)})") from None
+        return shown
     folder = target.parent if str(target.parent) else Path(".")
     remove_stale_temporaries(folder, target.name)
     tmp = os.fspath(folder / temporary_name(target.name, name_max=_name_max(folder)))
@@ -1317,8 +1418,16 @@ def read_json(source: str | os.PathLike, *, what: str = "a readable JSON file"):
     _check_readable(path, str(source))
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{source}: not {what} ({_one_line(exc)})") from None
+    except RecursionError:  # [[[[…]]]] deeper than Python's recursion limit
+        raise InputError(f"{source}: not {what} (nested too deeply)") from None
+    except OSError as exc:
+        raise InputError(f"{source}: cannot read ({_os_reason(exc)})") from None
+    except ValueError as exc:  # invalid JSON, not UTF-8, an integer of more than 4300 digits
+        reason = _one_line(exc)
+        if "integer string conversion" in reason:  # Python's advice to raise its limit is not the user's
+            digits = re.search(r"value has (\d+) digits", reason)
+            reason = f"a number of {digits.group(1) if digits else 'too many'} digits, more than Python reads"
+        raise InputError(f"{source}: not {what} ({reason})") from None
 
 
 def load_temperature(value: str) -> float:

@@ -419,19 +419,20 @@ class AdaFocal(CalibrationLoss):
 
 def _alpha_weights(alpha, num_classes: int) -> torch.Tensor | None:
     """α of the α-balanced focal loss as per-class weights (K,), or None. A number α needs K = 2 and
-    means (α, 1 − α) for classes (0, 1) (the convention of the focal-loss code the reference's
-    ``FocalLoss`` derives from); a sequence gives one weight per class."""
+    weights the positive class 1 by α and the negative class 0 by 1 − α, i.e. (1 − α, α) for classes
+    (0, 1), as Lin et al. (2017) and torchvision's ``sigmoid_focal_loss`` (α_t = α for y = 1); a
+    sequence gives one weight per class."""
     if alpha is None:
         return None
     if isinstance(alpha, (int, float)) and not isinstance(alpha, bool):
         if num_classes != 2:
             raise InputError(
-                f"a single alpha weights classes 0 and 1 as (alpha, 1 - alpha) and needs 2 classes, "
+                f"a single alpha weights class 1 by alpha and class 0 by 1 - alpha and needs 2 classes, "
                 f"not {num_classes}; give {num_classes} per-class weights"
             )
         if not 0 <= alpha <= 1:
             raise InputError(f"alpha must be in [0, 1], got {alpha}")
-        weights = [float(alpha), 1.0 - float(alpha)]
+        weights = [1.0 - float(alpha), float(alpha)]
     else:
         try:
             weights = [float(a) for a in alpha]

@@ -149,6 +149,11 @@ class MetricSpec:
     shown_when_undefined  a table row even when the value is None (False: the row is left out)
     by_default       computed and reported unless other metrics are asked for (False: an O(N·K log N)
                      metric reported when named, so that the default report stays one cheap pass)
+    ci_method        the bootstrap interval's method under ``--ci-method auto`` (the default):
+                     ``"basic"`` for the calibration errors, whose binning bias the basic interval
+                     reflects (Kumar et al. 2019), ``"percentile"`` for the means (accuracy, NLL, Brier,
+                     …), which have no such bias and whose percentile interval never leaves the range
+                     (coverage measured: benchmarks/coverage_means.py, docs/bootstrap.md)
     """
 
     name: str
@@ -162,6 +167,7 @@ class MetricSpec:
     lower_is_better: bool | None = True
     shown_when_undefined: bool = True
     by_default: bool = True
+    ci_method: str = "basic"
 
     def __post_init__(self):
         unknown = set(self.needs) - _SUM_FIELDS
@@ -169,6 +175,8 @@ class MetricSpec:
             raise ValueError(f"metric {self.name!r} needs unknown sums {sorted(unknown)}")
         if self.percent and self.value_range != (0.0, 1.0):
             raise ValueError(f"metric {self.name!r}: a percent metric is a fraction in [0, 1]")
+        if self.ci_method not in ("basic", "percentile", "bca"):
+            raise ValueError(f"metric {self.name!r}: unknown interval method {self.ci_method!r}")
 
     def range_text(self) -> str:
         """``[0, 1]``, ``[0, 2]``, ``[0, inf)``."""
@@ -318,9 +326,9 @@ def _spec(name, display_name, definition, reference, compute, needs, **kw) -> Me
 METRICS: tuple[MetricSpec, ...] = (
     _spec(
         "accuracy", "Accuracy", "share of samples whose top-1 prediction is the label",
-        "top-1 accuracy", _accuracy, {"correct"}, lower_is_better=False,
+        "top-1 accuracy", _accuracy, {"correct"}, lower_is_better=False, ci_method="percentile",
     ),
-    _spec("error", "Error", "1 − accuracy (top-1 error)", "top-1 error", _error, {"correct"}),
+    _spec("error", "Error", "1 − accuracy (top-1 error)", "top-1 error", _error, {"correct"}, ci_method="percentile"),
     _spec(
         "ece", "ECE", "Σ_b |B_b|/N·|acc−conf| over M equal-width bins (b/M, (b+1)/M]",
         "Naeini et al. 2015; Guo et al. 2017", _ece, {"width"},
@@ -368,27 +376,31 @@ METRICS: tuple[MetricSpec, ...] = (
     _spec(
         "nll", "NLL", "mean −log p(true class) (natural log)",
         "Guo et al. 2017", _nll, {"nll", "nll_inf"}, percent=False, value_range=(0.0, math.inf),
+        ci_method="percentile",
     ),
     _spec(
         "brier", "Brier", "mean Σ_k (p_k − [y = k])², in [0, 2]",
         "Brier 1950", lambda s: s.brier / s.n, {"brier"}, percent=False, value_range=(0.0, 2.0),
+        ci_method="percentile",
     ),
     _spec(
         "top5_accuracy", "Top-5 accuracy", "share of samples whose label is among the 5 most probable classes",
         "top-5 accuracy (K > 5 only)", lambda s: s.top5 / s.n, {"top5"},
-        lower_is_better=False, shown_when_undefined=False,
+        lower_is_better=False, shown_when_undefined=False, ci_method="percentile",
     ),
     _spec(
         "mean_confidence", "Mean confidence", "mean of the top-1 probability",
-        "Guo et al. 2017", lambda s: s.conf / s.n, {"conf"}, lower_is_better=None,
+        "Guo et al. 2017", lambda s: s.conf / s.n, {"conf"}, lower_is_better=None, ci_method="percentile",
     ),
     _spec(
         "s99_share", "S99 share", "share of samples predicted with confidence ≥ 0.99",
         "Mukhoti et al. 2020, App. H", lambda s: s.s99 / s.n, {"s99"}, lower_is_better=None,
+        ci_method="percentile",
     ),
     _spec(
         "s99_accuracy", "S99 accuracy", "accuracy on the samples with confidence ≥ 0.99",
         "Mukhoti et al. 2020, App. H", _s99_accuracy, {"s99", "s99_correct"}, lower_is_better=False,
+        ci_method="percentile",
     ),
 )
 

@@ -255,13 +255,14 @@ def ood_bootstrap(
     range [0, 1].
     """
     from .bootstrap import DEFAULT_CI_LEVEL, DEFAULT_CI_METHOD, DEFAULT_SEED, confidence_interval, resample_streams
-    from .bootstrap.intervals import check_settings
+    from .bootstrap.intervals import check_settings, method_for
     from .bootstrap.jackknife import jackknife_acceleration
 
     level = DEFAULT_CI_LEVEL if level is None else level
     method = DEFAULT_CI_METHOD if method is None else method
     seed = DEFAULT_SEED if seed is None else seed
     check_settings(n_resamples, level, method)
+    method = method_for("auroc", method)  # an AUROC is no registry metric: "auto" is basic, as before
     names = list(in_u)
     n_in, n_out = in_u[names[0]].size, out_u[names[0]].size
     groups = {name: _TiedGroups(in_u[name], out_u[name]) for name in names}

@@ -17,7 +17,7 @@ import mmap
 
 import numpy as np
 
-__all__ = ["release_rows", "mapped_file"]
+__all__ = ["release_rows", "mapped_file", "watch_mapped"]
 
 _DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
 
@@ -64,3 +64,42 @@ def release_rows(array, rows: slice) -> None:
             mm.madvise(_DONTNEED, begin, min(end, len(mm)) - begin)
         except (OSError, ValueError):  # pragma: no cover - refused by the kernel: keep the pages
             pass
+
+
+# ------------------------------------------------------------------ a mapped file truncated mid-read
+try:
+    from . import _sigbus  # the C extension (setup.py; optional: without a compiler, no watch)
+except ImportError:  # pragma: no cover - not built
+    _sigbus = None
+
+
+def watch_mapped(array, label: str) -> bool:
+    """Exit with code 2 and one line naming ``label`` on stderr if ``array``'s file is truncated by
+    another process while it is mapped (a read beyond the new end raises SIGBUS, which killed calib
+    with 135 and no message). The C handler (``calibrate_cli/_sigbus.c``) knows the mapping's address
+    range and its line, formatted here; a SIGBUS elsewhere goes to the handler before it. The range is
+    forgotten when the mapping is. Returns whether the mapping is watched (False: not memory-mapped,
+    or the extension is not built: the process then still ends with 135)."""
+    if _sigbus is None or not hasattr(_sigbus, "watch") or not isinstance(array, np.ndarray):
+        return False
+    base = array
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if not isinstance(base, mmap.mmap) or base.closed or len(base) == 0:
+        return False
+    import sys
+    import weakref
+
+    try:
+        start = np.frombuffer(base, dtype=np.uint8, count=1).ctypes.data
+    except (ValueError, TypeError, BufferError):
+        return False
+    encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
+    line = (
+        f"Error: {label}: the file got shorter while calib read it (another process truncated or rewrote it); "
+        "run calib again once the file is complete\n"
+    ).encode(encoding, "replace")
+    if not _sigbus.watch(start, len(base), line):
+        return False
+    weakref.finalize(base, _sigbus.unwatch, start)
+    return True

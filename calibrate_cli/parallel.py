@@ -2,10 +2,15 @@
 one pass run on every CPU. Results come back in chunk order, so whatever is summed over chunks is
 summed in the same order as a serial loop would: the numbers do not depend on the thread count.
 ``CALIB_THREADS`` sets the thread count (default: the CPUs, at most 8; at most 64 when set, since
-every thread holds a chunk in flight: memory grows with the count)."""
+every thread holds a chunk in flight: memory grows with the count).
+
+Each chunk runs in a copy of the caller's context (:mod:`contextvars`), so numpy's ``np.errstate``
+(a context variable since numpy 2) holds in the worker threads as in the caller: a fit that silences
+the overflow of logits near ±1e308 is not undone by a raw RuntimeWarning from a worker."""
 
 from __future__ import annotations
 
+import contextvars
 import os
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -63,7 +68,7 @@ def map_chunks(fn: Callable[[slice], T], chunks: Iterable[slice], threads: int |
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="calib-chunk") as pool:
         pending: deque = deque()
         for chunk in chunks:
-            pending.append(pool.submit(fn, chunk))
+            pending.append(pool.submit(contextvars.copy_context().run, fn, chunk))
             if len(pending) > threads:
                 yield pending.popleft().result()
         while pending:
@@ -90,7 +95,7 @@ def run_together(*tasks: Callable[[], T], threads: int | None = None) -> list[T]
     if threads <= 1 or len(tasks) <= 1:
         return [task() for task in tasks]
     with ThreadPoolExecutor(max_workers=min(threads, len(tasks)) - 1 or 1, thread_name_prefix="calib-task") as pool:
-        others = [pool.submit(task) for task in tasks[1:]]
+        others = [pool.submit(contextvars.copy_context().run, task) for task in tasks[1:]]
         try:
             first = tasks[0]()
         finally:

@@ -15,12 +15,15 @@ with ``ax_`` and ``figure_`` set, so plots compose::
 What is drawn, per non-empty bin b with edges (e_b, e_{b+1}]:
 
 - a bar of height acc(B_b) (the accuracy, or for a classwise panel the frequency of [y = k]) spanning
-  the bin (width e_{b+1} − e_b, so equal-mass bins have variable widths);
+  the bin (width e_{b+1} − e_b; equal-mass bins are drawn equally wide, 1/M each, with their edges as
+  tick labels, since an over-confident model's crowd into [0.99, 1]; for K = 2 the axis starts at 0.5);
 - the gap between acc(B_b) and the mean confidence conf(B_b): hatched red where the model is
   over-confident (conf > acc: the red box sits on top of the bar), hatched blue where it is
-  under-confident (acc > conf: the blue box is the top of the bar, above the confidence);
+  under-confident (acc > conf: a see-through blue frame over the top of the bar, from the
+  confidence up to the accuracy, so the bar still shows the accuracy);
 - the diagonal acc = conf (perfect calibration), and the ECE (AdaECE for equal-mass bins, with an
-  interval when given) in the legend;
+  interval when given) in a legend inside the axes; on a figure made here, the key (accuracy, gaps,
+  diagonal) once under the panels (:func:`key_legend`);
 - under the diagram, the share of samples |B_b|/N per bin.
 
 Empty bins draw nothing. matplotlib is imported only inside functions (never by ``import
@@ -39,7 +42,7 @@ import numpy as np
 
 from .binning import BinStats, bin_statistics, uniform_edges
 from .errors import InputError
-from .io import atomic_write, check_output_path
+from .io import atomic_write, check_output_path, is_sink
 from .metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins, metrics_from_summary
 from .predictions import InputKind, as_predictions
 from .probabilities import to_probabilities
@@ -56,6 +59,8 @@ __all__ = [
     "classwise_diagrams",
     "reliability_figure",
     "comparison_figure",
+    "comparison_grid",
+    "key_legend",
     "overlay_figure",
     "before_after_figure",
     "eval_figure",
@@ -66,10 +71,15 @@ __all__ = [
     "check_figure_path",
     "escape_mathtext",
     "save_figure",
+    "reproducible_figure_output",
 ]
 
 STRATEGIES = ("uniform", "quantile")
 FIGURE_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
+#: matplotlib's ``svg.hashsalt`` while calib writes SVG: ids derived from the content, not random
+SVG_HASH_SALT = "calib"
+#: ``savefig(metadata=...)`` per format: no creation date, so that the same figure gives the same bytes
+FIGURE_METADATA = {"png": None, "svg": {"Date": None}, "pdf": {"CreationDate": None}}
 DEFAULT_DPI = 150
 MAX_CLASSWISE_CLASSES = 20
 
@@ -80,6 +90,9 @@ OVER_COLOR = "#d62728"
 OVER_FACE = "#fbd3d3"
 UNDER_COLOR = "#1f77b4"
 UNDER_FACE = "#cfe2f3"
+# the under-confident gap lies inside the accuracy bar (conf < acc): drawn there as a see-through
+# box, light blue hatch and frame on the grey, so that the grey bar still reaches the accuracy
+UNDER_HATCH = "#9ecae1"
 HIST_COLOR = "#9a9a9a"
 PANEL_SIZE = (4.4, 5.2)  # inches per diagram with its histogram
 CLASSWISE_PANEL_SIZE = (2.6, 2.6)
@@ -169,10 +182,13 @@ class ReliabilityDiagram:
     label         the model's name (panel title)
     temperature   the temperature applied to the logits, if any
     accuracy      overall accuracy (None when not known, e.g. classwise panels)
+    k             the number of classes of a top-label diagram (None: unknown, or a classwise panel);
+                  for K = 2 the x axis starts at 0.5, the least top-label confidence there can be
 
     After :meth:`plot`: ``ax_``, ``hist_ax_`` (None without histogram), ``figure_``, and the
     artists ``accuracy_bars_``, ``over_bars_``, ``under_bars_``, ``hist_bars_``, ``count_labels_``, ``diagonal_``,
-    ``legend_``.
+    ``legend_`` (inside the axes: the ECE, and the key when drawn on the user's axes), ``key_legend_``
+    (the legend that holds the key: ``legend_`` itself, or the figure's legend under the panels).
     """
 
     def __init__(
@@ -188,8 +204,10 @@ class ReliabilityDiagram:
         accuracy: float | None = None,
         xlabel: str = "Confidence",
         ylabel: str = "Accuracy",
+        k: int | None = None,
     ) -> None:
         self.bins = bins
+        self.k = None if k is None else int(k)
         self.ece = float(bins.calibration_error()) if ece is None else float(ece)
         self.metric_name = metric_name
         self.strategy = _check_strategy(strategy)
@@ -263,6 +281,7 @@ class ReliabilityDiagram:
             interval=interval,
             temperature=temperature,
             accuracy=metrics["accuracy"],
+            k=predictions.k,
         )
 
     @classmethod
@@ -278,7 +297,14 @@ class ReliabilityDiagram:
             label=label,
             interval=interval,
             accuracy=report.metrics["accuracy"],
+            k=report.k,
         )
+
+    @property
+    def x_range(self) -> tuple[float, float]:
+        """The confidences a diagram can hold: (0.5, 1) for a top-label diagram of K = 2 classes
+        (max(p, 1 − p) ≥ 0.5: half the width would otherwise stay empty), else (0, 1)."""
+        return (0.5, 1.0) if self.k == 2 else (0.0, 1.0)
 
     # ----------------------------------------------------------------------------------- drawing
     def legend_label(self) -> str:
@@ -311,7 +337,7 @@ class ReliabilityDiagram:
         *,
         hist_ax=None,
         title: str | None = None,
-        legend: bool = True,
+        legend: bool | str = True,
         legend_loc: str | None = None,
         fontsize: float | None = None,
         count_labels: bool | None = None,
@@ -321,14 +347,18 @@ class ReliabilityDiagram:
 
         ``hist_ax``: where to draw the share of samples per bin (none when ``ax`` is given without
         it). ``title`` overrides the model label (shortened with "…" in the middle to the axes'
-        width). ``legend_loc``: where the legend goes (default: the first of the corners upper left,
-        lower right, upper right, lower left, where it covers no bar; outside the axes, on the right,
-        when every corner would cover one; ``legend_outside_`` says which). ``count_labels``: write
+        width). ``legend``: True: the ECE and the key (accuracy, gaps, diagonal) in one legend
+        inside ``ax``; on a new figure, the ECE inside the axes and the key under the diagram (as in
+        every figure calib makes, :func:`comparison_figure`); ``"metric"``: the ECE only (the caller
+        draws the key, e.g. :func:`key_legend`); False: none. The legend always stays inside the
+        axes (so ``savefig`` never clips it, whatever grid ``ax`` is part of): by default in the
+        first of the corners upper left, lower right, upper right, lower left that covers no bar,
+        else in the corner that covers the least; ``legend_loc`` imposes one. ``count_labels``: write
         each bin's sample count over its histogram bar (bars at least 1/30 wide); default: for
         equal-width bins only (equal-mass bins all hold ~N/M). ``kwargs`` go to the accuracy bars
-        (``Axes.bar``), e.g. ``color``. Returns ``self``
-        with ``ax_``, ``hist_ax_``, ``figure_`` set. To draw several models on the same axes, use
-        :meth:`plot_curve` (or :func:`overlay_figure`).
+        (``Axes.bar``), e.g. ``color``. The x axis spans :attr:`x_range` (from 0.5 for K = 2).
+        Returns ``self`` with ``ax_``, ``hist_ax_``, ``figure_`` set. To draw several models on the
+        same axes, use :meth:`plot_curve` (or :func:`overlay_figure`).
         """
         new_figure = ax is None
         if new_figure:
@@ -337,10 +367,24 @@ class ReliabilityDiagram:
         bins = self.bins
         edges = np.asarray(bins.edges, dtype=np.float64)
         nonempty = bins.nonempty
-        lefts = edges[:-1][nonempty]
-        widths = np.diff(edges)[nonempty]
         acc = bins.accuracy[nonempty]
         conf = bins.mean_confidence[nonempty]
+        equal_mass = self.strategy == "quantile"
+        if equal_mass:
+            # equal-mass bins drawn equally wide (each holds 1/M of the samples), in the order of
+            # confidence; the ticks name the bins' confidence edges. At their true widths an
+            # over-confident model's bins crowd into [0.99, 1] and cannot be read.
+            x0, x1 = 0.0, 1.0
+            m = len(bins.count)
+            lefts = np.flatnonzero(nonempty) / m
+            widths = np.full(lefts.shape, 1.0 / m)
+        else:
+            x0, x1 = self.x_range
+            lefts = edges[:-1][nonempty]
+            rights = edges[1:][nonempty]
+            if x0 > 0:  # K = 2: a bin that straddles 0.5 is drawn from 0.5, where its confidences are
+                lefts = np.maximum(lefts, x0)
+            widths = rights - lefts
         text_size = fontsize
         if count_labels is None:
             count_labels = self.strategy == "uniform"
@@ -357,15 +401,26 @@ class ReliabilityDiagram:
             facecolor=OVER_FACE, edgecolor=OVER_COLOR, hatch="///",
             label="Gap: over-confident", **gap_style,
         )
+        # under-confident: the gap (conf, acc] is the top of the accuracy bar; see-through, so the
+        # grey bar is the accuracy in every bin (the legend's promise)
         self.under_bars_ = ax.bar(
             lefts[under], (acc - conf)[under], width=widths[under], bottom=conf[under],
-            facecolor=UNDER_FACE, edgecolor=UNDER_COLOR, hatch="\\\\\\",
+            facecolor="none", edgecolor=UNDER_HATCH, hatch="\\\\\\",
             label="Gap: under-confident", **gap_style,
         )
-        (self.diagonal_,) = ax.plot(
-            [0, 1], [0, 1], linestyle="--", color="#333333", linewidth=1.2, zorder=4, label="Perfect calibration"
-        )
-        ax.set_xlim(0, 1)
+        if equal_mass:
+            # perfect calibration: accuracy = the bin's mean confidence, a step across each bin
+            (self.diagonal_,) = ax.plot(
+                np.column_stack([lefts, lefts + widths]).ravel(), np.repeat(conf, 2), linestyle="--",
+                color="#333333", linewidth=1.2, zorder=4, label="Perfect calibration",
+            )
+            _equal_mass_ticks(ax, edges)
+        else:
+            (self.diagonal_,) = ax.plot(
+                [x0, x1], [x0, x1], linestyle="--", color="#333333", linewidth=1.2, zorder=4,
+                label="Perfect calibration",
+            )
+        ax.set_xlim(x0, x1)
         ax.set_ylim(0, 1)
         ax.set_aspect("auto")
         ax.set_ylabel(self.ylabel, fontsize=text_size)
@@ -376,31 +431,26 @@ class ReliabilityDiagram:
             ax.set_title(heading, fontsize=text_size)
 
         self.legend_ = None
-        self.legend_outside_ = False
+        self.key_legend_ = None
+        # the bars reach up to max(accuracy, confidence) in each bin
+        self._bar_extent = (lefts, widths, np.maximum(acc, conf))
         if legend:
-            from matplotlib.lines import Line2D
-            from matplotlib.patches import Patch
-
-            handles = [
-                Line2D([], [], linestyle="none", label=self.legend_label()),
-                Patch(facecolor=bar_kwargs["color"], label=self.ylabel),
-                Patch(facecolor=OVER_FACE, edgecolor=OVER_COLOR, hatch="///",
-                      label="Gap: over-confident"),
-                Patch(facecolor=UNDER_FACE, edgecolor=UNDER_COLOR, hatch="\\\\\\",
-                      label="Gap: under-confident"),
-                self.diagonal_,
-            ]
+            keys_inside = legend is True and not new_figure
+            handles = [_metric_handle(self.legend_label())]
+            if keys_inside:
+                handles += _key_handles(bar_kwargs["color"], self.ylabel)[:-1] + [self.diagonal_]
             self.legend_ = ax.legend(
                 handles=handles, loc=legend_loc or "upper left", fontsize=text_size if text_size else "small",
-                framealpha=0.92, handlelength=1.6, borderaxespad=0.6,
+                framealpha=0.92, handlelength=1.6 if keys_inside else 0, handletextpad=0.8 if keys_inside else 0,
+                borderaxespad=0.6,
             )
             # the metric entry has no handle: bold, flush left
-            first = self.legend_.get_texts()[0]
-            first.set_fontweight("bold")
-            if legend_loc is None:
-                # the bars reach up to max(accuracy, confidence) in each bin
-                tops = np.maximum(acc, conf)
-                self.legend_outside_ = not _place_legend(ax, self.legend_, lefts, widths, tops)
+            self.legend_.get_texts()[0].set_fontweight("bold")
+            if keys_inside:
+                self.key_legend_ = self.legend_
+            self._legend_auto = legend_loc is None
+            if self._legend_auto:
+                _place_legend(ax, self.legend_, *self._bar_extent)
 
         self.hist_ax_ = hist_ax
         self.hist_bars_ = None
@@ -410,13 +460,13 @@ class ReliabilityDiagram:
             self.hist_bars_ = hist_ax.bar(
                 lefts, share, width=widths, align="edge", color=HIST_COLOR, edgecolor="white", linewidth=0.6
             )
-            hist_ax.set_xlim(0, 1)
+            hist_ax.set_xlim(x0, x1)
             top = float(share.max()) if share.size else 1.0
             if count_labels:
                 # the sample count over each bar wide enough for it: a bin of 3 samples explains
                 # a large gap that costs little ECE
                 counts = bins.count[nonempty]
-                wide = widths >= 1 / 30
+                wide = widths >= (x1 - x0) / 30
                 for left, width, h, c in zip(lefts[wide], widths[wide], share[wide], counts[wide]):
                     self.count_labels_.append(
                         hist_ax.text(left + width / 2, h, _compact(int(c)), ha="center", va="bottom",
@@ -425,21 +475,28 @@ class ReliabilityDiagram:
             headroom = 1.32 if count_labels else 1.15
             hist_ax.set_ylim(0, top * headroom if top > 0 else 1.0)
             hist_ax.set_ylabel("Share", fontsize=text_size)
-            hist_ax.set_xlabel(self.xlabel, fontsize=text_size)
+            hist_ax.set_xlabel(self._xlabel(), fontsize=text_size)
             hist_ax.yaxis.set_major_formatter(_percent_formatter())
             hist_ax.yaxis.set_major_locator(_max_n_locator(3))
             hist_ax.grid(True, axis="y", color="#dddddd", linewidth=0.6)
             hist_ax.set_axisbelow(True)
             ax.tick_params(labelbottom=False)
         else:
-            ax.set_xlabel(self.xlabel, fontsize=text_size)
+            ax.set_xlabel(self._xlabel(), fontsize=text_size)
         if new_figure:
-            _widen_for_outside_legends(ax.figure, [self])
+            if legend:
+                self.key_legend_ = key_legend(ax.figure, color=bar_kwargs["color"], ylabel=self.ylabel)
+            _settle_legends(ax.figure, [self])
         if heading:
             _fit_text(ax.title, ax.bbox.width)
         self.ax_ = ax
         self.figure_ = ax.figure
         return self
+
+    def _xlabel(self) -> str:
+        if self.strategy == "quantile":
+            return f"{self.xlabel} (equal-mass bins, drawn equally wide)"
+        return self.xlabel
 
     def plot_curve(self, ax=None, *, hist_ax=None, color=None, marker: str = "o", **kwargs) -> "ReliabilityDiagram":
         """Draw the diagram as a reliability curve, for several models on the same axes.
@@ -459,7 +516,7 @@ class ReliabilityDiagram:
         style = {"marker": marker, "markersize": 4.5, "linewidth": 1.8, "label": label, "zorder": 3}
         style.update(kwargs)
         (self.curve_,) = ax.plot(bins.mean_confidence[nonempty], bins.accuracy[nonempty], color=color, **style)
-        ax.set_xlim(0, 1)
+        ax.set_xlim(*self.x_range)
         ax.set_ylim(0, 1)
         ax.set_ylabel(self.ylabel)
         ax.grid(True, color="#dddddd", linewidth=0.6, zorder=0)
@@ -470,7 +527,7 @@ class ReliabilityDiagram:
             edges = np.asarray(bins.edges, dtype=np.float64)
             share = bins.count / max(self.n, 1)
             self.hist_steps_ = hist_ax.stairs(share, edges, color=self.curve_.get_color(), linewidth=1.5)
-            hist_ax.set_xlim(0, 1)
+            hist_ax.set_xlim(*self.x_range)
             hist_ax.set_ylabel("Share")
             hist_ax.set_xlabel(self.xlabel)
             hist_ax.yaxis.set_major_formatter(_percent_formatter())
@@ -584,43 +641,90 @@ def _set_legend_loc(legend, loc: str) -> None:
 
 def _place_legend(ax, legend, lefts, widths, tops) -> bool:
     """Put ``legend`` in the first corner of ``LEGEND_CORNERS`` where it overlaps no bar (bars span
-    [left, left + width] × [0, top] in data coordinates, the axes' limits (0, 1)); else outside the
-    axes on the right, where it hides nothing. Returns whether a corner was free.
+    [left, left + width] × [0, top] in data coordinates); else in the corner where it covers the
+    least bar area. Never outside the axes: there ``savefig`` would clip it in a grid of the
+    user's, and the panels of a figure would differ in size. Returns whether a corner was free.
 
-    Measured on the axes as laid out now (before the constrained layout, which makes the axes
-    larger and the legend relatively smaller, so a free corner stays free)."""
+    Measured on the axes as laid out now; the figure builders call it again once the constrained
+    layout has settled (:func:`_settle_legends`)."""
     to_data = ax.transData.inverted()
     margin = 0.01  # keep the frame off the bars' tops
+    best, best_cover = LEGEND_CORNERS[0], math.inf
     for loc in LEGEND_CORNERS:
         _set_legend_loc(legend, loc)
         (x0, y0), (x1, y1) = to_data.transform(legend.get_window_extent().get_points())
-        hit = (lefts < x1) & (lefts + widths > x0) & (tops + margin > y0)
-        if not hit.any():
+        overlap_x = np.clip(np.minimum(lefts + widths, x1) - np.maximum(lefts, x0), 0, None)
+        overlap_y = np.clip(np.minimum(tops + margin, y1) - y0, 0, None)
+        cover = float((overlap_x * overlap_y).sum())
+        if cover == 0:
             return True
-    _set_legend_loc(legend, "upper left")
-    legend.set_bbox_to_anchor((1.02, 1.0), transform=ax.transAxes)  # (see _put_legend_outside)
+        if cover < best_cover:
+            best, best_cover = loc, cover
+    _set_legend_loc(legend, best)
     return False
 
 
-def _put_legend_outside(diagram) -> None:
-    _set_legend_loc(diagram.legend_, "upper left")
-    diagram.legend_.set_bbox_to_anchor((1.02, 1.0), transform=diagram.ax_.transAxes)
-    diagram.legend_outside_ = True
+def _settle_legends(fig, diagrams) -> None:
+    """Lay the figure out (constrained layout), then choose each diagram's legend corner on the
+    axes as they are drawn."""
+    fig.draw_without_rendering()
+    for d in diagrams:
+        if d.legend_ is not None and getattr(d, "_legend_auto", False):
+            _place_legend(d.ax_ if getattr(d, "ax_", None) is not None else d.legend_.axes, d.legend_,
+                          *d._bar_extent)
 
 
-def _widen_for_outside_legends(fig, diagrams) -> None:
-    """Make room for legends placed outside their axes: widen the figure by the widest of them per panel (the
-    constrained layout then keeps the diagrams' width). Side by side, when one legend is outside,
-    all are (so that the panels keep the same size)."""
-    outside = [d for d in diagrams if getattr(d, "legend_outside_", False)]
-    if outside:
-        for d in diagrams:
-            if d.legend_ is not None and not d.legend_outside_:
-                _put_legend_outside(d)
-    widths = [d.legend_.get_window_extent().width for d in diagrams if getattr(d, "legend_outside_", False)]
-    if widths:
-        w, h = fig.get_size_inches()
-        fig.set_size_inches(w + len(widths) * (max(widths) / fig.dpi + 0.15), h)
+def _metric_handle(label: str):
+    from matplotlib.lines import Line2D
+
+    return Line2D([], [], linestyle="none", label=label)
+
+
+def _key_handles(color=ACCURACY_COLOR, ylabel: str = "Accuracy") -> list:
+    """The key of a reliability diagram, drawn as the diagram draws each element."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    return [
+        Patch(facecolor=color, label=ylabel),
+        Patch(facecolor=OVER_FACE, edgecolor=OVER_COLOR, hatch="///", label="Gap: over-confident"),
+        Patch(facecolor=color, edgecolor=UNDER_HATCH, hatch="\\\\\\", label="Gap: under-confident"),
+        Line2D([], [], linestyle="--", color="#333333", linewidth=1.2, label="Perfect calibration"),
+    ]
+
+
+def key_legend(fig, *, color=ACCURACY_COLOR, ylabel: str = "Accuracy"):
+    """One key for every panel of ``fig`` (accuracy, the two gaps, the diagonal), under the
+    panels, in room the constrained layout keeps for it: the same place in every figure calib
+    draws, whatever the models' bars look like. Each panel's legend holds its ECE only."""
+    handles = _key_handles(color, ylabel)
+    ncols = 4 if fig.get_size_inches()[0] >= 7.5 else 2
+    try:  # matplotlib ≥ 3.7 reserves room for a legend placed "outside"
+        return fig.legend(handles=handles, loc="outside lower center", ncols=ncols, fontsize="small", frameon=False)
+    except ValueError:
+        return fig.legend(handles=handles, loc="lower center", ncols=ncols, fontsize="small", frameon=False)
+
+
+def edge_label(value: float) -> str:
+    """A bin edge as a short tick label that tells edges near 1 apart: 0.27, 0.959, 0.9962,
+    1−4e-5 (below 1 by 4·10⁻⁵), 1."""
+    if value >= 1.0:
+        return "1"
+    gap = 1.0 - value
+    if gap < 1e-3:
+        mantissa, exponent = f"{gap:.0e}".split("e")
+        return f"1−{mantissa}e{int(exponent)}"
+    digits = 2 if gap >= 0.1 else (3 if gap >= 0.01 else 4)
+    text = f"{value:.{digits}f}"
+    return text if digits == 2 else text.rstrip("0")
+
+
+def _equal_mass_ticks(ax, edges) -> None:
+    """Ticks of equally wide equal-mass bins: five of the M + 1 edges (fewer when M < 4),
+    labelled with their confidence."""
+    m = len(edges) - 1
+    positions = sorted({int(round(j)) for j in np.linspace(0, m, min(5, m + 1))})
+    ax.set_xticks([j / m for j in positions], [edge_label(float(edges[j])) for j in positions])
 
 
 def _diagram_axes(fig, cell):
@@ -631,21 +735,38 @@ def _diagram_axes(fig, cell):
     return ax, hist_ax
 
 
+#: a comparison wraps into rows of at most this many panels (four models: two rows of two)
+MAX_COMPARISON_COLUMNS = 3
+KEY_LEGEND_HEIGHT = 0.45  # inches under the panels for the shared key (two rows of entries)
+
+
+def comparison_grid(n: int) -> tuple[int, int]:
+    """(rows, columns) of ``n`` panels: one row up to three, then as square as it goes (4 → 2 × 2,
+    5 or 6 → 2 × 3, 7 to 9 → 3 × 3)."""
+    rows = math.ceil(n / MAX_COMPARISON_COLUMNS)
+    return rows, math.ceil(n / rows)
+
+
 def comparison_figure(diagrams: Sequence[ReliabilityDiagram], *, title: str | None = None, histogram: bool = True):
-    """Diagrams side by side (one column each, histogram under each), e.g. several models."""
+    """Diagrams side by side (histogram under each), e.g. several models; more than three wrap into
+    rows (:func:`comparison_grid`). Each panel's legend holds its ECE; one key for all of them
+    goes under the panels (:func:`key_legend`)."""
     diagrams = list(diagrams)
     if not diagrams:
         raise InputError("nothing to plot: no diagrams")
     n = len(diagrams)
-    fig = _new_figure((PANEL_SIZE[0] * n, PANEL_SIZE[1] if histogram else PANEL_SIZE[1] * 0.82))
-    grid = fig.add_gridspec(1, n)
+    rows, cols = comparison_grid(n)
+    height = PANEL_SIZE[1] if histogram else PANEL_SIZE[1] * 0.82
+    fig = _new_figure((PANEL_SIZE[0] * max(cols, 1), height * rows + KEY_LEGEND_HEIGHT))
+    grid = fig.add_gridspec(rows, cols)
     for i, diagram in enumerate(diagrams):
+        r, c = divmod(i, cols)
         if histogram:
-            ax, hist_ax = _diagram_axes(fig, grid[0, i])
+            ax, hist_ax = _diagram_axes(fig, grid[r, c])
         else:
-            ax, hist_ax = fig.add_subplot(grid[0, i]), None
-        diagram.plot(ax, hist_ax=hist_ax)
-        if i > 0:
+            ax, hist_ax = fig.add_subplot(grid[r, c]), None
+        diagram.plot(ax, hist_ax=hist_ax, legend="metric")
+        if c > 0:
             ax.set_ylabel("")
             if hist_ax is not None:
                 hist_ax.set_ylabel("")
@@ -653,10 +774,11 @@ def comparison_figure(diagrams: Sequence[ReliabilityDiagram], *, title: str | No
         top = max(d.hist_ax_.get_ylim()[1] for d in diagrams)
         for d in diagrams:
             d.hist_ax_.set_ylim(0, top)
-    _widen_for_outside_legends(fig, diagrams)
+    key_legend(fig, ylabel=diagrams[0].ylabel)
     if title:
         fig.suptitle(title, fontweight="bold")
     fit_titles(fig)
+    _settle_legends(fig, diagrams)
     return fig
 
 
@@ -672,7 +794,9 @@ def overlay_figure(diagrams: Sequence[ReliabilityDiagram], *, title: str | None 
     ax, hist_ax = _diagram_axes(fig, fig.add_gridspec(1, 1)[0, 0])
     for i, diagram in enumerate(diagrams):
         diagram.plot_curve(ax, hist_ax=hist_ax, color=OVERLAY_COLORS[i % len(OVERLAY_COLORS)])
-    ax.plot([0, 1], [0, 1], linestyle="--", color="#333333", linewidth=1.2, zorder=2, label="Perfect calibration")
+    x0 = min(d.x_range[0] for d in diagrams)  # 0.5 when every model has K = 2
+    ax.plot([x0, 1], [x0, 1], linestyle="--", color="#333333", linewidth=1.2, zorder=2, label="Perfect calibration")
+    ax.set_xlim(x0, 1)
     weight = sum(float((d.bins.sum_conf - d.bins.sum_correct).sum()) for d in diagrams)
     ax.legend(loc="upper left" if weight >= 0 else "lower right", fontsize="small", framealpha=0.92)
     top = hist_ax.get_ylim()[1]
@@ -765,7 +889,7 @@ def classwise_figure(diagrams: Sequence[ReliabilityDiagram], *, title: str | Non
     handles = [
         Patch(facecolor=ACCURACY_COLOR, label="Frequency of the class"),
         Patch(facecolor=OVER_FACE, edgecolor=OVER_COLOR, hatch="///", label="Gap: over-confident"),
-        Patch(facecolor=UNDER_FACE, edgecolor=UNDER_COLOR, hatch="\\\\\\", label="Gap: under-confident"),
+        Patch(facecolor=ACCURACY_COLOR, edgecolor=UNDER_HATCH, hatch="\\\\\\", label="Gap: under-confident"),
         Line2D([], [], linestyle="--", color="#333333", label="Perfect calibration"),
     ]
     try:  # matplotlib ≥ 3.7 reserves room for a legend placed "outside"
@@ -792,8 +916,9 @@ def figure_format(path: str | os.PathLike) -> str:
 def check_figure_path(path: str | os.PathLike, *, force: bool = False) -> Path:
     """Check before any work that ``path`` can receive a figure: known extension, and the rules of
     :func:`~calibrate_cli.io.check_output_path` (existing folder, no existing file unless
-    ``force``, never a FIFO, device or directory)."""
-    figure_format(path)
+    ``force``, never a FIFO, device or directory; a sink such as /dev/null takes a PNG)."""
+    if not is_sink(path):
+        figure_format(path)
     return check_output_path(path, force=force)
 
 
@@ -807,9 +932,25 @@ def escape_mathtext(text: str | None) -> str | None:
 def save_figure(fig, path: str | os.PathLike, *, dpi: int = DEFAULT_DPI, force: bool = False) -> Path:
     """Write ``fig`` to ``path`` as PNG, SVG or PDF (by extension), atomically (a temporary in the same
     folder, then a hard link, or with ``force`` a rename: :func:`~calibrate_cli.io.atomic_write`);
-    never overwrite an existing file unless ``force``. ``dpi`` applies to PNG."""
-    fmt = figure_format(path)
+    never overwrite an existing file unless ``force``. ``dpi`` applies to PNG. A sink such as
+    /dev/null (:func:`~calibrate_cli.io.is_sink`) gets a PNG, written straight into it."""
+    fmt = "png" if is_sink(path) else figure_format(path)
     if isinstance(dpi, bool) or not isinstance(dpi, (int, np.integer)) or not 10 <= dpi <= 2400:
         raise InputError(f"Expected `dpi` to be an integer in [10, 2400], but got {dpi!r}")
-    metadata = {"png": None, "svg": {"Date": None}, "pdf": {"CreationDate": None}}[fmt]
-    return atomic_write(path, lambda f: fig.savefig(f, format=fmt, dpi=int(dpi), metadata=metadata), force=force)
+    metadata = FIGURE_METADATA[fmt]
+
+    def write(f):
+        with reproducible_figure_output():
+            fig.savefig(f, format=fmt, dpi=int(dpi), metadata=metadata)
+
+    return atomic_write(path, write, force=force)
+
+
+def reproducible_figure_output():
+    """A context in which ``savefig`` writes the same bytes for the same figure: matplotlib's
+    ``svg.hashsalt`` set (SVG clip-path and glyph ids are otherwise random per run), for this
+    context only, never globally; with :data:`FIGURE_METADATA` (no creation date in SVG and PDF),
+    two runs give identical files (docs/plots.md)."""
+    import matplotlib
+
+    return matplotlib.rc_context({"svg.hashsalt": SVG_HASH_SALT})

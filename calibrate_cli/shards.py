@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import os
 import warnings
 from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, Iterable, Sequence
@@ -127,6 +128,13 @@ def merge_summaries(summaries: Sequence[PredictionSummary], *, names: Sequence[s
     return replace(first, n=n, classwise=classwise, **per_sample)
 
 
+def _file_of(shard) -> str:
+    """`` (x_2.npy)``: the scores file of a shard given as (scores file, labels file), for messages
+    that compare two shards; "" for a shard of arrays."""
+    first = shard[0] if isinstance(shard, (tuple, list)) and shard else None
+    return f" ({os.fspath(first)})" if isinstance(first, (str, os.PathLike)) else ""
+
+
 def _loaded(shard, load: Loader | None) -> tuple:
     """(scores, labels, scores_name, labels_name) of one shard."""
     got = tuple(load(shard) if load is not None else shard)
@@ -197,7 +205,8 @@ def summarize_shards(
                                            device=device, **kwargs))
             if progress is not None:
                 progress(i + 1, total)
-    summary = merge_summaries([r[0] for r in results], names=[w.rstrip(": ") for w in wheres])
+    names = [w.rstrip(": ") + _file_of(shard) for w, shard in zip(wheres, shards)]  # "shard 2 of 4 (x_2.npy)"
+    summary = merge_summaries([r[0] for r in results], names=names)
     predictions = None
     if keep_predictions:
         parts = [r[1] for r in results]
@@ -226,8 +235,90 @@ def _dask_summaries(client, shards, load, wheres, kwargs, progress) -> list:
     return results
 
 
-#: seconds to wait for a scheduler given by address
+#: seconds to wait for a scheduler given by address: to connect, and then for its first answer (the
+#: handshake); a server that accepts the connection and never answers is given up after this too
 CONNECT_TIMEOUT_S = 10
+
+#: the schemes of a scheduler's address (distributed's, less inproc://, a scheduler inside this process)
+SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
+
+
+def check_scheduler_address(address: str) -> str:
+    """``address`` of a Dask scheduler (``tcp://host:port``; ``host:port`` is tcp), checked before any
+    connection: InputError saying what is wrong for anything distributed could not connect to (no
+    port, a port that is not a number, an unknown scheme, tls:// without certificates, ucx://
+    without UCX). Returns the address with the scheme written out."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    text = address.strip()
+    scheme, location = parse_address(text, strict=False)
+    scheme = scheme.lower()
+    usage = "give tcp://HOST:PORT (a scheduler listens on port 8786 by default)"
+    if scheme == "inproc":
+        raise InputError(f"inproc:// names a scheduler inside this very process; {usage}")
+    if scheme not in SCHEDULER_SCHEMES:
+        raise InputError(f"unknown scheme {scheme + '://'!r} (known: {', '.join(s + '://' for s in SCHEDULER_SCHEMES)}); {usage}")
+    if scheme == "ucx":
+        import importlib.util
+
+        if importlib.util.find_spec("distributed_ucxx") is None:
+            raise InputError("ucx:// needs UCX support (the distributed-ucxx package), which is not installed")
+        return f"{scheme}://{location}"
+    try:
+        host, port = parse_host_port(location)
+    except ValueError as exc:
+        raise InputError(f"not HOST:PORT ({exc}); {usage}") from None
+    if not host or not 0 < int(port) < 65536:
+        raise InputError(f"not HOST:PORT (host {host!r}, port {port}); {usage}")
+    if scheme in ("tls", "wss"):
+        from distributed.security import Security
+
+        if Security().get_connection_args("client").get("ssl_context") is None:
+            raise InputError(
+                f"{scheme}:// needs TLS certificates in Dask's configuration (distributed.comm.tls: ca-file, "
+                "client.cert, client.key), and none are set"
+            )
+    return f"{scheme}://{location}"
+
+
+def probe_scheduler(address: str, timeout: float) -> None:
+    """Connect to ``address`` and complete distributed's handshake within ``timeout`` seconds (plus
+    one), then close: a server that accepts the connection but never answers would otherwise keep
+    ``Client`` waiting for ever (measured: still waiting after 500 s). Raises TimeoutError when it
+    does not answer in time, OSError when it cannot be reached or answers in another protocol."""
+    import asyncio
+    import threading
+
+    from distributed.comm import connect
+    from distributed.security import Security
+
+    args = Security().get_connection_args("client")
+    outcome: list = []
+
+    async def handshake():
+        comm = await asyncio.wait_for(connect(address, timeout=timeout, **args), timeout + 1)
+        await comm.close()
+
+    def run():  # a loop of its own, in a thread of its own: the caller may be inside an event loop
+        try:
+            asyncio.run(handshake())
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 - reported below, in the caller's thread
+            outcome.append(exc)
+
+    with _quiet_dask_logs():
+        thread = threading.Thread(target=run, name="calib-scheduler-probe", daemon=True)
+        thread.start()
+        thread.join(timeout + 5)
+    error = outcome[0] if outcome else TimeoutError()
+    if error is None:
+        return
+    if isinstance(error, TimeoutError):
+        raise TimeoutError(f"no answer within {timeout:g} s: is it a Dask scheduler? (a slow network: a longer timeout)")
+    if isinstance(error, OSError):
+        raise error
+    raise ConnectionError(f"it answered, but not as a Dask scheduler ({type(error).__name__}: "
+                          f"{str(error).strip().splitlines()[0][:200] if str(error).strip() else 'no message'})")
 
 #: the loggers a cluster writes to while it runs and shuts down
 DASK_LOGGER_PREFIXES = ("distributed", "tornado", "asyncio")
@@ -264,15 +355,20 @@ def _quiet_dask_logs():
 
 
 @contextlib.contextmanager
-def dask_client(scheduler: str | None = None, *, n_workers: int = 2):
+def dask_client(scheduler: str | None = None, *, n_workers: int = 2, timeout: float | None = None):
     """A ``distributed.Client`` (context manager) connected to ``scheduler`` (an address such as
     tcp://host:8786), or to a new LocalCluster of ``n_workers`` single-thread workers in this process
-    (closed on exit). Raises ImportError when dask[distributed] is not installed, OSError when
-    the scheduler cannot be reached within :data:`CONNECT_TIMEOUT_S`."""
+    (closed on exit). Raises ImportError when dask[distributed] is not installed, InputError for an
+    address that is not one (:func:`check_scheduler_address`), OSError or TimeoutError when the
+    scheduler cannot be reached, or does not answer, within ``timeout`` seconds (default
+    :data:`CONNECT_TIMEOUT_S`; :func:`probe_scheduler`)."""
     from distributed import Client, LocalCluster
 
     if scheduler:
-        with _quiet_dask_logs(), Client(scheduler, timeout=CONNECT_TIMEOUT_S) as client:
+        timeout = CONNECT_TIMEOUT_S if timeout is None else timeout
+        address = check_scheduler_address(scheduler)
+        probe_scheduler(address, timeout)
+        with _quiet_dask_logs(), Client(address, timeout=timeout) as client:
             yield client
         return
     with _quiet_dask_logs(), LocalCluster(

@@ -162,6 +162,31 @@ def test_bootstrap_values_are_the_ace_of_each_resample():
         np.testing.assert_allclose(values[name], [fn(logits[r], y[r]) for r in idx], atol=1e-13)
 
 
+def test_jackknife_values_of_the_classwise_metrics_are_the_loops_without_each_sample():
+    """BCa's acceleration reads these (issue #32 item 12: they raised KeyError). G = N is the
+    leave-one-out jackknife: value i is the metric of the data without one sample, so the N values
+    (in any order) are the loops' values on each leave-one-out subset."""
+    from libm import METRIC_ABS, METRIC_REL
+
+    from calibrate_cli.bootstrap import jackknife_values
+
+    rng = np.random.default_rng(12)
+    n, k = 30, 3
+    p = _probs(rng, n, k)
+    y = rng.integers(0, k, n)
+    jack = jackknife_values(p, y, input_kind="probs", metrics=list(CLASSWISE), n_groups=n)
+    keep = [np.arange(n) != i for i in range(n)]
+    loops = {
+        "ace": [loop_ace(p[m], y[m], 15) for m in keep],
+        "classwise_rms_ce": [loop_classwise_rms(p[m], y[m], 15) for m in keep],
+        "classwise_ks_ce": [loop_classwise_ks(p[m], y[m]) for m in keep],
+    }
+    for name in CLASSWISE:
+        assert jack[name].shape == (n,) and np.isfinite(jack[name]).all(), name
+        np.testing.assert_allclose(np.sort(jack[name]), np.sort(loops[name]), rtol=METRIC_REL, atol=METRIC_ABS * 100,
+                                   err_msg=name)
+
+
 @pytest.mark.parametrize("n,k,n_bins,ties", [(1, 2, 15, False), (37, 4, 15, True), (300, 3, 10, False),
                                              (64, 5, 7, True)])
 def test_classwise_rms_and_ks_equal_the_loops(n, k, n_bins, ties):

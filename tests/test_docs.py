@@ -56,3 +56,41 @@ def test_mkdocs_build_strict(tmp_path):
         assert (site / page).is_file(), page
     api = (site / "api" / "index.html").read_text(encoding="utf-8")
     assert "build_report" in api and "fit_temperature" in api  # the docstrings made it in
+    # as Markdown (scripts/mkdocs_hooks.py CalibDocstrings): no Sphinx role printed, no >>> blockquote
+    for role in (":func:", ":class:", ":mod:", ":data:", ":meth:"):
+        assert role not in api, role
+    assert "<blockquote" not in api and 'class="language-pycon"' in api
+    assert "<li><code>metrics</code>: name → value" in api  # EvalReport's attributes as a list
+
+
+def test_docstrings_become_markdown_for_the_api_page():
+    # issue 33 item 7: >>> examples rendered as nested blockquotes with their lines run together,
+    # Sphinx roles printed literally, EvalReport's attribute list was one paragraph
+    hooks = _load("mkdocs_hooks", ROOT / "scripts" / "mkdocs_hooks.py")
+    text = hooks.markdown_docstring(
+        "The result of :func:`evaluate` (see :class:`~calibrate_cli.bootstrap.ConfidenceInterval`,\n"
+        ":mod:`calibrate_cli.torch_engine`, :data:`~calibrate_cli.metric_registry.DEFAULT_METRICS`).\n"
+        "\n"
+        "metrics        name → value\n"
+        "bins           equal-width bins\n"
+        "               of the top-label confidence\n"
+        "objective_at_one the objective at T = 1\n"
+        "\n"
+        "It composes::\n"
+        "\n"
+        "    d.plot()\n"
+        "\n"
+        ">>> import numpy as np\n"
+        ">>> evaluate(p, y)  # doctest: +ELLIPSIS\n"
+        "EvalReport: N = 2\n"
+        "...\n"
+    )
+    assert ":func:" not in text and ":class:" not in text and ":mod:" not in text and ":data:" not in text
+    assert "`evaluate()`" in text and "`ConfidenceInterval`" in text and "`calibrate_cli.torch_engine`" in text
+    assert "`DEFAULT_METRICS`" in text
+    assert "- `metrics`: name → value" in text
+    assert "- `bins`: equal-width bins of the top-label confidence" in text
+    assert "- `objective_at_one`: the objective at T = 1" in text
+    assert "It composes:\n" in text and "::" not in text
+    assert "```pycon\n>>> import numpy as np\n>>> evaluate(p, y)\nEvalReport: N = 2\n...\n```" in text
+

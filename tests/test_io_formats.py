@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_every_suffix_loads_through_the_registry():
     assert io.SUFFIXES == tuple(io.INPUT_FORMATS)
     assert {s for s, f in io.INPUT_FORMATS.items() if f.keyed} == {
-        ".npz", ".pt", ".pth", ".parquet", ".arrow", ".feather", ".safetensors", ".h5", ".hdf5", ".zarr"
-    }
+        ".npz", ".pt", ".pth", ".csv", ".parquet", ".arrow", ".feather", ".safetensors", ".h5", ".hdf5", ".zarr"
+    }  # .csv: file.csv:COLS, as tables (issue #33)
 
 
 def _walkthrough_code() -> str:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tracemalloc
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -298,3 +299,214 @@ def test_unreadable_npz_members_are_input_errors_not_bugs(runner, tmp_path, kind
     assert result.exit_code == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and f"{kind}.npz" in lines[0] and "internal error" not in lines[0]
+
+
+# ------------------------------------------------------------- issue 32: exit codes and messages
+def test_a_calibration_json_nested_too_deep_or_with_a_huge_number_is_named(runner, files):
+    folder, _, _ = files
+    (folder / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    (folder / "digits.json").write_text('{"temperature": ' + "1" * 5000 + "}")
+    # before: exit 3, RecursionError / "Exceeds the limit (4300 digits)"
+    one_line_error(run(runner, "eval", folder / "x.npy", folder / "y.npy", "--temperature", folder / "deep.json"),
+                   "deep.json", "nested too deeply")
+    one_line_error(run(runner, "eval", folder / "x.npy", folder / "y.npy", "--calibrator", folder / "digits.json"),
+                   "digits.json", "5000 digits", absent=("set_int_max_str_digits",))
+
+
+def test_zero_dimensional_labels_are_named(runner, files):
+    folder, _, _ = files
+    np.save(folder / "y0.npy", np.array(1))
+    # before: exit 3, "TypeError: len() of unsized object"
+    one_line_error(run(runner, "eval", folder / "x.npy", folder / "y0.npy"), "y0.npy", "got shape ()")
+
+
+def test_an_input_name_over_255_bytes_is_named(runner, files):
+    folder, _, _ = files
+    one_line_error(run(runner, "eval", folder / "x.npy", folder / ("a" * 300 + ".npy")),
+                   "aaaa", "File name too long")  # before: exit 3, OSError from Path.is_dir
+
+
+def test_an_input_in_a_folder_the_user_cannot_search_is_named(tmp_path):
+    """Root is not refused by permissions: as root, the run is another user's (setpriv), or skipped."""
+    import shutil
+    import tempfile
+
+    as_other = []
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("runs as root (permissions do not bite) and setpriv is missing")
+        as_other = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
+    folder = Path(tempfile.mkdtemp(dir="/tmp"))  # searchable by the other user, unlike pytest's tmp_path
+    try:
+        os.chmod(folder, 0o755)
+        np.save(folder / "x.npy", np.eye(3) * 2)
+        (folder / "locked").mkdir()
+        np.save(folder / "locked" / "y.npy", np.arange(3))
+        os.chmod(folder / "locked", 0)
+        code = "import sys; sys.argv[0] = 'calib'; from calibrate_cli.cli import main; main()"
+        this_calib = {**os.environ, "PYTHONPATH": str(Path(calib.__file__).parents[1])}  # cwd is elsewhere
+        done = subprocess.run([*as_other, sys.executable, "-c", code, "eval", "x.npy", "locked/y.npy"],
+                              cwd=folder, env=this_calib, capture_output=True, text=True, timeout=120)
+        if as_other and "Permission denied" in done.stderr and "locked" not in done.stderr:
+            pytest.skip(f"the other user cannot run this Python: {done.stderr.strip()[:200]}")
+        assert done.returncode == 2, done.stderr  # before: 3, "internal error: PermissionError"
+        assert done.stderr.strip() == "Error: locked/y.npy: cannot read (Permission denied)", done.stderr
+    finally:
+        os.chmod(folder / "locked", 0o700)
+        shutil.rmtree(folder)
+
+
+@pytest.mark.parametrize("code, words", [(12, "out of memory"), (24, "too many open files")])
+def test_out_of_memory_and_too_many_files_are_not_called_corrupt(runner, files, monkeypatch, code, words):
+    import errno
+
+    folder, _, _ = files
+    assert code in (errno.ENOMEM, errno.EMFILE)
+
+    def failing(*args, **kwargs):
+        raise OSError(code, os.strerror(code))  # mmap under ulimit -v; every descriptor in use
+
+    monkeypatch.setattr("calibrate_cli.io.np.load", failing)
+    # before: "x.npy: truncated or corrupt .npy file ([Errno 12] Cannot allocate memory)"
+    one_line_error(run(runner, "eval", folder / "x.npy", folder / "y.npy"), "x.npy", words, absent=("corrupt",))
+
+
+@pytest.mark.parametrize("scores", ["x.npy", "x.csv"])
+def test_too_many_open_files_in_a_real_process_is_named(files, scores):
+    folder, logits, _ = files
+    np.savetxt(folder / "x.csv", logits, delimiter=",")  # read by a module imported only now: EMFILE there
+    code = (
+        "import os, resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))\n"
+        "sys.argv[0] = 'calib'\n"
+        "from calibrate_cli.cli import main\n"
+        "import calibrate_cli.cli.eval, calibrate_cli.cli.render\n"
+        "held = []\n"
+        "try:\n"
+        "    while True: held.append(os.open(os.devnull, os.O_RDONLY))\n"
+        "except OSError: pass\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, "eval", str(folder / scores), str(folder / "y.npy")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr  # before: 3, "internal error: OSError: [Errno 24]"
+    assert "too many open files" in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    if scores == "x.npy":
+        assert "x.npy: cannot read (too many open files" in done.stderr
+
+
+def test_absurd_resample_counts_are_refused_before_any_work(runner, files):
+    folder, _, _ = files
+    result = run(runner, "eval", folder / "x.npy", folder / "y.npy", "--bootstrap", "1000000000")
+    assert result.exit_code == 2 and "at most 1000000" in result.stderr  # before: memory grew until it ran out
+    with pytest.raises(InputError, match="at most 1000000"):
+        calib.bootstrap(np.zeros((4, 2)), np.array([0, 1, 0, 1]), n_resamples=10**9)
+
+
+@pytest.mark.parametrize("method", ["vector", "matrix", "dirichlet"])
+def test_fits_on_logits_near_the_float_limit_fail_in_one_line(runner, files, method):
+    folder, logits, _ = files
+    np.save(folder / "big.npy", logits / np.abs(logits).max() * 1e308)
+    # before: exit 3, "ValueError: array must not contain infs or NaNs" (scipy)
+    one_line_error(run(runner, "fit", folder / "big.npy", folder / "y.npy", "--method", method),
+                   "big.npy", f"the {method} fit failed", "not finite")
+
+
+def test_fitting_every_method_on_huge_logits_prints_no_raw_warning(runner, files):
+    folder, logits, _ = files
+    np.save(folder / "big.npy", logits / np.abs(logits).max() * 1e308)
+    # the NLL passes run in worker threads, where the fit's np.errstate did not hold: a RuntimeWarning
+    # there is an exception under this module's filterwarnings("error"); before: exit 3 (or the raw warning)
+    result = run(runner, "fit", folder / "big.npy", folder / "y.npy", "--method", "all")
+    assert result.exit_code in (0, 2) and "RuntimeWarning" not in result.stderr, result.stderr
+    assert "failed vector" in result.stderr and "internal error" not in result.stderr
+
+
+def test_tampered_calibration_files_give_no_raw_warning(runner, files):
+    folder, logits, labels = files
+    fitted = calib.calibrators.fit("ensemble_ts", logits, labels).to_dict()
+    fitted["ensemble_ts"]["temperature"] = 1e-308  # z / T overflows: softmax of inf − inf was NaN
+    (folder / "ets.json").write_text(json.dumps(fitted))
+    result = run(runner, "eval", folder / "x.npy", folder / "y.npy", "--calibrator", folder / "ets.json", "-f", "json")
+    assert result.exit_code == 0, result.stderr  # before: 2 RuntimeWarnings, then "x.npy: scores contain NaN"
+    dirichlet = calib.calibrators.fit("dirichlet", logits, labels).to_dict()
+    dirichlet["dirichlet"]["W"][0][0] = 1e308
+    (folder / "d.json").write_text(json.dumps(dirichlet))
+    # before: "RuntimeWarning: overflow encountered in matmul", then "x.npy: scores contain Inf"
+    one_line_error(run(runner, "eval", folder / "x.npy", folder / "y.npy", "--calibrator", folder / "d.json"),
+                   "x.npy", "the dirichlet calibration gives scores that are not finite", absent=("contain Inf",))
+
+
+def test_shards_with_different_k_are_named_by_their_files(runner, tmp_path):
+    rng = np.random.default_rng(3)
+    for i, k in ((1, 3), (2, 4)):
+        np.save(tmp_path / f"x_{i}.npy", rng.normal(size=(20, k)))
+        np.save(tmp_path / f"y_{i}.npy", rng.integers(0, 3, 20))
+    # before: "shard 2 of 2: K = 4 classes, but shard 1 of 2 has K = 3"
+    one_line_error(run(runner, "eval", f"{tmp_path}/x_*.npy", f"{tmp_path}/y_*.npy"),
+                   "shard 2 of 2 (", "x_2.npy): K = 4", "x_1.npy) has K = 3")
+
+
+def test_hdf5_soft_links_are_followed_inside_the_file(runner, files):
+    h5py = pytest.importorskip("h5py")
+    folder, logits, labels = files
+    with h5py.File(folder / "s.h5", "w") as f:
+        f["data/logits"], f["data/labels"] = logits, labels
+        f["logits"] = h5py.SoftLink("/data/logits")
+        f["group"] = h5py.SoftLink("/data")
+        f["dangling"] = h5py.SoftLink("/nowhere")
+        f["elsewhere"] = h5py.ExternalLink("other.h5", "/logits")
+    expected = calib.evaluate(logits, labels).metrics["ece"]
+    for scores, y in (("s.h5:/logits", "s.h5:/data/labels"), ("s.h5:logits", "s.h5:/group/labels")):
+        result = run(runner, "eval", folder / scores, folder / y, "-f", "json")
+        assert result.exit_code == 0, result.stderr  # before: "no array named '/logits'"
+        assert json.loads(result.stdout)["metrics"]["ece"] == expected
+    one_line_error(run(runner, "eval", folder / "s.h5:/dangling", folder / "y.npy"), "soft link to /nowhere")
+    one_line_error(run(runner, "eval", folder / "s.h5:/elsewhere", folder / "y.npy"), "external link to other.h5:/logits")
+
+
+def test_a_corrupt_zarr_chunk_is_one_line_in_a_real_process(tmp_path):
+    zarr = pytest.importorskip("zarr")
+    rng = np.random.default_rng(0)
+    root = zarr.open_group(str(tmp_path / "run.zarr"), mode="w")
+    root.create_array("logits", data=rng.normal(size=(20_000, 4)).astype("f4"), chunks=(16, 4))
+    root.create_array("labels", data=rng.integers(0, 4, 20_000), chunks=(16,))
+    (tmp_path / "run.zarr" / "logits" / "c" / "0" / "0").write_bytes(b"garbage")
+    code = "import sys; sys.argv[0] = 'calib'; from calibrate_cli.cli import main; main()"
+    done = subprocess.run([sys.executable, "-c", code, "eval", f"{tmp_path}/run.zarr:logits", f"{tmp_path}/run.zarr:labels"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    # before: the line, then "Task was destroyed but it is pending!" for the chunks still being read
+    assert done.stderr.count("\n") == 1 and "run.zarr:logits: truncated or corrupt Zarr store" in done.stderr, done.stderr
+
+
+#: a .npy large enough to be memory-mapped, truncated by "another process" once calib has mapped it
+TRUNCATED_WHILE_MAPPED = """
+import os, sys
+sys.argv[0] = "calib"
+import calibrate_cli.io as io
+real = io._load_npy
+def load_then_truncate(path, label):
+    array = real(path, label)
+    if str(path).endswith("big.npy"):
+        os.truncate(path, 4096)
+    return array
+io._load_npy = load_then_truncate
+from calibrate_cli.cli import main
+main()
+"""
+
+
+def test_a_mapped_input_truncated_mid_read_is_one_line_not_sigbus(tmp_path):
+    from calibrate_cli import pages
+    from calibrate_cli.io import MMAP_THRESHOLD_BYTES
+
+    if getattr(pages, "_sigbus", None) is None:
+        pytest.skip("the C extension calibrate_cli._sigbus is not built (no C compiler): SIGBUS keeps its 135")
+    n = MMAP_THRESHOLD_BYTES // 80 + 1000
+    np.save(tmp_path / "big.npy", np.random.default_rng(0).normal(size=(n, 10)))
+    np.save(tmp_path / "y.npy", np.zeros(n, dtype=np.int64))
+    done = subprocess.run([sys.executable, "-c", TRUNCATED_WHILE_MAPPED, "eval", str(tmp_path / "big.npy"),
+                           str(tmp_path / "y.npy")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, (done.returncode, done.stderr)  # before: -7 (SIGBUS; 135 in a shell), silent
+    assert done.stderr.count("\n") == 1 and "big.npy: the file got shorter while calib read it" in done.stderr

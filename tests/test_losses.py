@@ -259,7 +259,7 @@ def test_loss_names_and_validation_flag():
         ("focal", 3, {"gamma": "2"}, "gamma must be a number, got '2'"),
         ("ls", 3, {"eps": 1.5}, "eps must be ≤ 1, got 1.5"),
         ("mmce", 3, {"lam": -2}, "lam must be ≥ 0"),
-        ("focal", 3, {"alpha": 0.25}, "a single alpha weights classes 0 and 1"),
+        ("focal", 3, {"alpha": 0.25}, "a single alpha weights class 1 by alpha and class 0 by 1 - alpha"),
         ("focal", 3, {"alpha": [0.2, 0.3]}, "alpha needs one weight per class (3), got 2"),
         ("focal", 2, {"alpha": 1.5}, "alpha must be in [0, 1], got 1.5"),
         ("adafocal", 3, {"n_bins": 2.5}, "n_bins must be an integer"),
@@ -415,12 +415,39 @@ def test_alpha_balanced_focal_equals_the_loop():
     assert got == pytest.approx(naive.focal_sum(logits.tolist(), labels.tolist(), naive.flsd53_gamma, alpha=alpha), rel=1e-12)
 
 
-def test_single_alpha_weights_class_1_by_one_minus_alpha():
-    logits = torch.tensor([[1.0, 0.0], [1.0, 0.0]], dtype=torch.float64)
-    labels = torch.tensor([0, 1])
-    plain = [float(make_loss("focal", 2, gamma=2.0)(logits[i : i + 1], labels[i : i + 1])) for i in range(2)]
-    got = float(make_loss("focal", 2, gamma=2.0, alpha=0.25)(logits, labels))
-    assert got == pytest.approx(0.25 * plain[0] + 0.75 * plain[1], rel=1e-12)
+def _torchvision_sigmoid_focal_sum(x, y, alpha, gamma):
+    """torchvision.ops.sigmoid_focal_loss(reduction="sum"), transcribed with math floats: x the
+    log-odds of class 1, y the 0/1 target; α_t = α for y = 1 and 1 − α for y = 0 (Lin et al. 2017)."""
+    total = 0.0
+    for xi, yi in zip(x, y):
+        p = 1.0 / (1.0 + math.exp(-xi))
+        ce = -(yi * math.log(p) + (1 - yi) * math.log(1.0 - p))
+        p_t = p * yi + (1.0 - p) * (1 - yi)
+        alpha_t = alpha * yi + (1.0 - alpha) * (1 - yi)
+        total += alpha_t * ce * (1.0 - p_t) ** gamma
+    return total
+
+
+def test_single_alpha_weights_the_positive_class_1_as_lin_et_al_and_torchvision():
+    # by hand: logits (0, 2), label 1: p = σ(2) = 0.8807970780, (1 − p)² = 0.0142232..., −log p =
+    # 0.1269280110; the plain focal term is 0.0018053...; α = 0.25 weights it by 0.25 (class 1), not 0.75
+    logits = torch.tensor([[0.0, 2.0]], dtype=torch.float64)
+    got = float(make_loss("focal", 2, gamma=2.0, alpha=0.25)(logits, torch.tensor([1])))
+    p = 1.0 / (1.0 + math.exp(-2.0))
+    assert got == pytest.approx(0.25 * (1.0 - p) ** 2 * -math.log(p), rel=1e-12)
+    assert got == pytest.approx(0.25 * 0.0018035628352, rel=1e-9)
+    # label 0: weight 1 − α = 0.75
+    got = float(make_loss("focal", 2, gamma=2.0, alpha=0.25)(logits, torch.tensor([0])))
+    assert got == pytest.approx(0.75 * p**2 * -math.log(1.0 - p), rel=1e-12)
+    # a batch against torchvision's sigmoid_focal_loss on the log-odds z1 − z0
+    logits, labels = batch(n=40, k=2, seed=11, dtype=torch.float64)
+    x = (logits[:, 1] - logits[:, 0]).tolist()
+    for name, gamma in (("focal", 2.0), ("focal", 0.0)):
+        got = float(make_loss(name, 2, gamma=gamma, alpha=0.25)(logits, labels))
+        assert got == pytest.approx(_torchvision_sigmoid_focal_sum(x, labels.tolist(), 0.25, gamma), rel=1e-10)
+    # flsd53 uses the same α
+    got = float(make_loss("flsd53", 2, alpha=0.25)(logits, labels))
+    assert got == pytest.approx(naive.focal_sum(logits.tolist(), labels.tolist(), naive.flsd53_gamma, alpha=[0.75, 0.25]), rel=1e-12)
 
 
 # -- FLSC schedules ---------------------------------------------------------------------------------------

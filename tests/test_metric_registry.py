@@ -150,6 +150,7 @@ _ALLOWED_LITERALS = {
     "cli/eval.py": {"ece"},
     "smooth_ece.py": {"smooth_ece"},  # __all__: the module's function name  # the ECE interval shown on `eval --plot`
     "losses.py": {"brier"},  # the training loss named brier (make_loss("brier")), not the metric
+    "training/data.py": {"error"},  # warnings.simplefilter("error", ...): the warnings action, not the metric
     # the temperature search objectives and the search "nll" (own option values of calib temperature)
     "calibrators/base.py": {"ece", "nll", "adaece"},
     "calibrators/temperature.py": {"ece", "nll", "adaece"},

@@ -118,8 +118,8 @@ def test_hand_example_bars_gaps_and_histogram():
     np.testing.assert_allclose(hh, [1 / 3] * 3)
     assert [t.get_text() for t in d.count_labels_] == ["1", "1", "1"]
     texts = [t.get_text() for t in d.legend_.get_texts()]
-    assert texts[0] == "ECE = 40.00%"
-    assert "Perfect calibration" in texts
+    assert texts == ["ECE = 40.00%"]  # in the axes: the ECE; the key is under the diagram
+    assert "Perfect calibration" in [t.get_text() for t in d.key_legend_.get_texts()]
 
 
 def test_compact_counts():
@@ -190,7 +190,7 @@ def test_uniform_bins_made_during_the_pass_are_calib_evals(monkeypatch):
     assert d.accuracy == report.metrics["accuracy"]
 
 
-def test_quantile_bars_have_the_widths_of_the_equal_mass_edges():
+def test_quantile_bars_are_equally_wide_and_the_ticks_name_the_equal_mass_edges():
     logits, labels = synthetic(n=1200, sharpen=2.0, seed=5)
     m = 10
     d = ReliabilityDiagram.from_predictions(logits, labels, n_bins=m, strategy="quantile").plot()
@@ -209,9 +209,17 @@ def test_quantile_bars_have_the_widths_of_the_equal_mass_edges():
         s_corr[b] += ok
     nonempty = [b for b in range(m) if count[b]]
     x, w, h, _ = bar_data(d.accuracy_bars_)
-    np.testing.assert_allclose(x, [edges[b] for b in nonempty], atol=1e-9)
-    np.testing.assert_allclose(w, [edges[b + 1] - edges[b] for b in nonempty], atol=1e-9)
-    assert len(set(np.round(w, 6))) > 1  # variable widths
+    # issue 33: drawn equally wide (each bin holds 1/M of the samples), in the order of confidence
+    np.testing.assert_allclose(x, [b / m for b in nonempty], atol=1e-12)
+    np.testing.assert_allclose(w, 1 / m, atol=1e-12)
+    ticks = d.ax_.get_xticks()
+    labels = [t.get_text() for t in d.hist_ax_.get_xticklabels()]
+    assert len(labels) == len(ticks) >= 3
+    for position, label in zip(ticks, labels):  # a tick at edge j/M is labelled with that edge
+        j = int(round(position * m))
+        assert position == pytest.approx(j / m)
+        value = 1 - float(label[2:]) if label.startswith("1−") else float(label)  # 1−2e-6 = 1 − 2·10⁻⁶
+        assert value == pytest.approx(edges[j], abs=0.006)
     np.testing.assert_allclose(h, [s_corr[b] / count[b] for b in nonempty], atol=1e-12)
     assert sum(count) == n == int(d.bins.count.sum())
     assert d.legend_.get_texts()[0].get_text().startswith("AdaECE = ")
@@ -456,3 +464,46 @@ def test_a_temperature_diagram_equals_the_diagram_of_the_divided_logits(strategy
     assert scaled.ece == direct.ece and scaled.accuracy == direct.accuracy
     for field in ("edges", "count", "sum_conf", "sum_correct"):
         assert np.array_equal(getattr(scaled.bins, field), getattr(direct.bins, field))
+
+
+# ------------------------------------------------------------- issue 33: what the picture promises
+def _opaque_over(d, bar):
+    """The opaque patches drawn above the accuracy bar ``bar`` that cover part of it."""
+    x0, x1 = bar.get_x(), bar.get_x() + bar.get_width()
+    y1 = bar.get_y() + bar.get_height()
+    out = []
+    for p in d.ax_.patches:
+        if p is bar or p.get_zorder() <= bar.get_zorder() or p.get_facecolor()[3] == 0:
+            continue
+        px0, px1 = p.get_x(), p.get_x() + p.get_width()
+        py0, py1 = p.get_y(), p.get_y() + p.get_height()
+        if px0 < x1 - 1e-12 and px1 > x0 + 1e-12 and py0 < y1 - 1e-12 and py1 > 1e-12:
+            out.append(p)
+    return out
+
+
+def test_the_grey_bar_is_the_accuracy_in_over_and_under_confident_bins():
+    # issue 33 item 5: in an under-confident bin the opaque blue box hid the grey bar above the
+    # confidence, so the grey stopped at the confidence, not at the accuracy the legend names
+    d = ReliabilityDiagram.from_predictions(HAND_PROBS, HAND_LABELS, input_kind="probs", n_bins=10).plot()
+    acc = d.bins.accuracy[d.bins.nonempty]
+    conf = d.bins.mean_confidence[d.bins.nonempty]
+    assert (acc > conf).any() and (acc < conf).any()  # both directions are drawn
+    for bar, a in zip(d.accuracy_bars_.patches, acc):
+        assert bar.get_height() == pytest.approx(a)
+        assert _opaque_over(d, bar) == []  # nothing opaque hides any part of the grey bar
+    # the over-confident box sits on the bar (acc → conf), the under-confident one marks (conf, acc]
+    _, _, oh, ob = bar_data(d.over_bars_)
+    np.testing.assert_allclose(ob, acc[acc < conf])
+    np.testing.assert_allclose(ob + oh, conf[acc < conf])
+    _, _, uh, ub = bar_data(d.under_bars_)
+    np.testing.assert_allclose(ub, conf[acc > conf])
+    np.testing.assert_allclose(ub + uh, acc[acc > conf])
+    # the legend shows the under-confident gap as it is drawn: on the accuracy colour
+    assert _key_handle(d.key_legend_, "Gap: under-confident").get_facecolor() == \
+        d.accuracy_bars_.patches[0].get_facecolor()
+
+
+def _key_handle(legend, label):
+    handles = legend.legend_handles if hasattr(legend, "legend_handles") else legend.legendHandles
+    return handles[[t.get_text() for t in legend.get_texts()].index(label)]

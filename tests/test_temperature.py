@@ -350,8 +350,14 @@ def test_true_class_probability_zero_makes_nll_fits_impossible():
     with pytest.raises(InputError, match="probability 0"):
         fit_temperature(probs, [1, 1], objective="nll", input_kind="probs")
     assert fit_temperature(probs, [1, 1], objective="ece", input_kind="probs").temperature > 0
-    with pytest.raises(InputError, match="needs finite logits"):
-        fit_temperature(probs, [0, 1], search="platt", input_kind="probs")
+    # Platt's map needs finite log p: a probability of exactly 0 is clipped to ε (issue #33), and said
+    from calibrate_cli.errors import CalibWarning
+
+    probs = np.array([[1.0, 0.0], [0.4, 0.6], [0.0, 1.0], [0.7, 0.3], [0.2, 0.8], [0.9, 0.1]])
+    with pytest.warns(CalibWarning, match="clipped to ε = 2.22e-16"):
+        platt = fit_temperature(probs, [0, 1, 1, 1, 0, 0], search="platt", input_kind="probs")
+    with pytest.warns(CalibWarning, match="clipped"):
+        assert np.isfinite(platt.calibrator.predict_proba(probs)).all()
 
 
 def test_scale_scores():

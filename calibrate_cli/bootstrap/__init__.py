@@ -42,16 +42,21 @@ the numpy path's up to float64 summation order.
 Intervals (θ̂ the metric on the data, q_a the a-quantile of the B bootstrap values, computed by
 ``np.percentile`` with its default linear interpolation, α = 1 − level):
 
-- ``basic`` (default; Kumar et al. 2019):  [2θ̂ − q_{1−α/2}, 2θ̂ − q_{α/2}]
+- ``auto`` (default): each metric's ``ci_method`` in the metric registry: basic for the calibration
+  errors, percentile for the means (accuracy, NLL, Brier, mean confidence, S99, …)
+- ``basic`` (Kumar et al. 2019):           [2θ̂ − q_{1−α/2}, 2θ̂ − q_{α/2}]
 - ``percentile``:                          [q_{α/2}, q_{1−α/2}]
 - ``bca`` (Efron 1987):                    [q_{a1}, q_{a2}], levels corrected for bias (z0) and
   skewness (the acceleration, from a delete-a-group jackknife: :func:`jackknife_values`)
 
-Intervals are never clipped (a basic interval may reach below 0), but each carries ``warnings`` when
-it reaches outside the metric's range (:data:`METRIC_RANGES`), excludes its point estimate (the
-mark of a biased estimator: binned calibration errors are biased upward), or rests on too few
-resamples. Basic stays the default: on simulated models it covers the true binned ECE far more
-often than percentile or BCa (benchmarks/coverage_bootstrap.py, docs/bootstrap.md).
+An interval's ``low``/``high`` are the method's raw ends (a basic interval may reach below 0); tables
+show it clipped to the metric's range (:data:`METRIC_RANGES`; ``clipped_low``/``clipped_high``,
+marked ‡ when ``clipped``). Each carries ``warnings`` when it reaches outside that range, excludes its
+point estimate (the mark of a biased estimator: binned calibration errors are biased upward), or
+rests on too few resamples. Basic stays the method of the calibration errors: on simulated models it
+covers the true binned ECE far more often than percentile or BCa (benchmarks/coverage_bootstrap.py);
+for the means, which have no binning bias, percentile covers as often or more often and never leaves
+the range (benchmarks/coverage_means.py; both in docs/bootstrap.md).
 """
 
 
@@ -67,9 +72,11 @@ from .intervals import (
     DEFAULT_N_RESAMPLES,
     METRIC_RANGES,
     ConfidenceInterval,
+    clip_to_range,
     confidence_interval,
     difference_range,
     end_noise,
+    method_for,
     min_resamples,
 )
 from .jackknife import jackknife_acceleration, jackknife_values
@@ -89,8 +96,10 @@ __all__ = [
     "bootstrap_prepared",
     "bootstrap_values",
     "compare",
+    "clip_to_range",
     "confidence_interval",
     "difference_range",
+    "method_for",
     "end_noise",
     "jackknife_acceleration",
     "jackknife_values",

@@ -93,7 +93,9 @@ def bootstrap(
     called on the arrays you passed, indexed by each resample's sample indices (the same draws as
     the built-in metrics; it runs once per resample, so it sets the speed); NaN marks a resample on
     which it is undefined. A metric whose point value is infinite (NLL with a zero probability)
-    gets no interval. ``device``: where the resampling runs (``"cpu"`` numpy, ``"cuda"``,
+    gets no interval. ``method="auto"`` (default) gives each metric the registry's method (basic for
+    the calibration errors, percentile for the means; basic for your functions); each interval's
+    ``method`` says which. ``device``: where the resampling runs (``"cpu"`` numpy, ``"cuda"``,
     ``"auto"``, ``"torch-cpu"``; same draws, same results up to float64 rounding).
     ``progress(done, total)`` is called after each batch. Same seed (and same data), same
     intervals, whatever ``batch_size``. To get the metrics and their intervals from one read of
@@ -155,7 +157,7 @@ def bootstrap_prepared(
     for name in selected_metrics(point, metrics):
         ci = confidence_interval(
             point[name], values[name], level=level, method=method,
-            acceleration=accel.get(name, 0.0), bounds=METRIC_RANGES.get(name),
+            acceleration=accel.get(name, 0.0), bounds=METRIC_RANGES.get(name), metric=name,
         )
         if ci is not None:
             out[name] = ci

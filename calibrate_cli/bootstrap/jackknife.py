@@ -7,7 +7,8 @@ import math
 import numpy as np
 
 from ..errors import InputError
-from ..metrics import DEFAULT_N_BINS, METRIC_NAMES, metrics_from_summary
+from ..metric_registry import sums_needed
+from ..metrics import DEFAULT_N_BINS, METRIC_NAMES, metrics_from_summary, with_class_sorted
 from ..predictions import InputKind, Predictions
 from ..summary import summarize
 from .selection import Metrics, custom_value, split_metrics
@@ -63,6 +64,7 @@ def jackknife_values(
     n = predictions.n
     names = list(METRIC_NAMES if builtin is None else builtin)
     out = {name: np.full(min(n, n_groups), np.nan) for name in names + list(custom)}
+    class_sorted = "class_samples" in sums_needed(names)
     if n < 2:
         return {name: v[:0] for name, v in out.items()}
     score_array, label_array = np.asarray(predictions.scores), np.asarray(predictions.labels)
@@ -72,9 +74,12 @@ def jackknife_values(
         keep = np.ones(n, dtype=bool)
         keep[group] = False
         sub = Predictions(score_array[keep], label_array[keep], predictions.input_kind)  # rows of valid data
-        values = metrics_from_summary(summarize(sub, n_bins=n_bins, compat=compat, classwise=True), n_bins)
+        summary = summarize(sub, n_bins=n_bins, compat=compat, classwise=True)
+        if class_sorted:  # the opt-in classwise metrics (ACE, classwise RMS/KS) read each class sorted
+            summary = with_class_sorted(summary, sub)
+        values = metrics_from_summary(summary, n_bins)
         for name in names:
-            if values[name] is not None:
+            if values.get(name) is not None:
                 out[name][g] = values[name]
         for name, fn in custom.items():
             out[name][g] = custom_value(name, fn, raw[0][keep], raw[1][keep])

@@ -143,7 +143,7 @@ def compare(
         if values is not None and diff is not None:
             ci = confidence_interval(
                 diff, values[name], level=level, method=method,
-                acceleration=accel.get(name, 0.0), bounds=difference_range(METRIC_RANGES.get(name)),
+                acceleration=accel.get(name, 0.0), bounds=difference_range(METRIC_RANGES.get(name)), metric=name,
             )
         diffs[name] = MetricDifference(name, a, b, diff, ci)
     return Comparison(sa.n, sa.k, n_bins, diffs)

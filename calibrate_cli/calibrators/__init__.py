@@ -14,7 +14,7 @@ Every method is a :class:`Calibrator` (``base.py``) in a module of its own and o
 for a temperature, ``platt``, ``vector``) and ``calib eval/plot --calibrator FILE.json`` applies any.
 """
 
-from .base import OBJECTIVES, Calibrator, FitData, FitInfo, Search, probabilities_to_logits
+from .base import OBJECTIVES, PROB_EPS, Calibrator, FitData, FitInfo, ProbabilitiesClipped, Search, probabilities_to_logits
 from .platt import PlattScaling
 from .registry import CALIBRATORS, SEARCHES, calibrator_for_search, fit, from_dict, load_calibrator
 from .temperature import TemperatureScaling
@@ -35,5 +35,7 @@ __all__ = [
     "fit",
     "from_dict",
     "load_calibrator",
+    "PROB_EPS",
+    "ProbabilitiesClipped",
     "probabilities_to_logits",
 ]

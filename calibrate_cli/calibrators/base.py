@@ -18,24 +18,36 @@ validation set by minimising an objective (the NLL unless a method says otherwis
   ``"input_kind"``, written before it was saved, is read as fitted on logits).
 
 Probabilities are handled through their logarithms: log p is a valid logit vector
-(softmax(log p) = p) and a probability of exactly 0 becomes −inf, never clipped.
+(softmax(log p) = p) and a probability of exactly 0 becomes −inf, never clipped — except by the
+methods whose maps are not defined at −inf (``clips_zeros``: Platt, beta, vector, matrix, Dirichlet,
+ensemble temperature scaling), which take log max(p, ε) with ε = :data:`PROB_EPS` (2.2e-16, float64's
+machine epsilon, as the reference beta calibration package ``betacal`` clips to [ε, 1 − ε]); a fit
+that clips, or a map that clips what it is applied to, says so (a
+:class:`~calibrate_cli.errors.CalibWarning`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, NamedTuple
 
 import numpy as np
 
-from ..errors import FitError, InputError
+from ..errors import CalibError, CalibWarning, FitError, InputError
 from ..predictions import INPUT_KINDS, InputKind, Predictions, _check_scores, as_predictions, row_chunks
 from ..probabilities import softmax
 
-__all__ = ["Calibrator", "FitData", "FitInfo", "OBJECTIVES", "Search", "probabilities_to_logits"]
+__all__ = ["Calibrator", "FitData", "FitInfo", "OBJECTIVES", "PROB_EPS", "ProbabilitiesClipped", "Search",
+           "probabilities_to_logits"]
+
+#: what ``clips_zeros`` methods put in place of a probability of exactly 0 (so 1 − ε for one of exactly
+#: 1 in a binary problem): float64's machine epsilon, as ``betacal`` (Kull et al.'s beta calibration) does
+PROB_EPS = float(np.finfo(np.float64).eps)
+_LOG_PROB_EPS = float(np.log(PROB_EPS))
 
 #: what a fit can minimise on the fitting set, each computed exactly as ``evaluate`` reports it
 OBJECTIVES = ("ece", "nll", "adaece")
@@ -100,6 +112,15 @@ class FitData:
             return cls(logits, predictions.labels, scores_name, has_zeros=bool(np.isneginf(logits).any()),
                        input_kind="probs")
         return cls(logits=logits, labels=predictions.labels, scores_name=scores_name)
+
+    def clipped(self) -> tuple["FitData", int]:
+        """These data with log-probabilities of exactly 0 (−inf) raised to log ε (:data:`PROB_EPS`), and
+        how many were raised (the data themselves, 0, when none)."""
+        if not self.has_zeros:
+            return self, 0
+        count = int(np.count_nonzero(np.isneginf(self.logits)))
+        logits = np.maximum(np.asarray(self.logits, dtype=np.float64), _LOG_PROB_EPS)
+        return FitData(logits, self.labels, self.scores_name, has_zeros=False, input_kind=self.input_kind), count
 
     def require_finite(self, what: str) -> None:
         """Refuse log-probabilities of exactly 0 (methods whose maps are not defined at −inf)."""
@@ -205,6 +226,32 @@ def _first_non_finite(value: Any, path: str) -> tuple[str, Any] | None:
     return None
 
 
+def _solver_met_non_finite(exc: BaseException) -> bool:
+    """Whether ``exc`` is a solver's (scipy's) refusal of NaN or ±inf, as logits near ±1e308 give
+    it (``ValueError: array must not contain infs or NaNs``): the data's doing, not a bug."""
+    if isinstance(exc, CalibError) or not isinstance(exc, (ValueError, ArithmeticError)):
+        return False
+    text = str(exc).lower()
+    return isinstance(exc, (OverflowError, FloatingPointError)) or any(
+        word in text for word in ("infs or nans", "inf or nan", "must be finite", "not finite", "overflow")
+    )
+
+
+class ProbabilitiesClipped(CalibWarning):
+    """Probabilities of exactly 0 were clipped to ε (:data:`PROB_EPS`) for a ``clips_zeros`` map."""
+
+
+def _warn_clipped(scores_name: str) -> None:
+    """The one :class:`~calibrate_cli.errors.CalibWarning` of a ``clips_zeros`` map meeting
+    probabilities of exactly 0 (one text per scores file, whichever map, fit or apply: the CLI
+    shows each text once)."""
+    warnings.warn(ProbabilitiesClipped(
+        f"{scores_name}: probabilities of exactly 0 clipped to ε = {PROB_EPS:.3g} (a p(class 1) of 1 to 1 − ε) "
+        "for the maps that need finite log p (Platt, beta, vector, matrix, Dirichlet, ensemble_ts; "
+        "docs/calibrators.md)"
+    ), stacklevel=4)
+
+
 def _kind_words(kind: str) -> str:
     return "probabilities" if kind == "probs" else "logits"
 
@@ -234,6 +281,9 @@ class Calibrator(ABC):
     #: on. False (vector and matrix scaling: w ⊙ z + b depends on the logits' offsets): scores of
     #: another kind than the fitted one are refused.
     shift_invariant: ClassVar[bool] = False
+    #: True when the map is not defined at log p = −inf (Platt, beta, vector, matrix, Dirichlet, ensemble
+    #: temperature scaling): probabilities of exactly 0 are clipped to ε (:data:`PROB_EPS`) first
+    clips_zeros: ClassVar[bool] = False
 
     k: int | None = None  # the number of classes it was fitted on (None: any)
     input_kind: InputKind | None = None  # what it was fitted on: "logits" or "probs" (None: not known, any)
@@ -279,6 +329,11 @@ class Calibrator(ABC):
         ``labels``; sets the parameters, ``k`` and ``fit_info_``; returns self. ``progress(done,
         total)`` is called as the solver goes (total None when unknown)."""
         data = FitData.prepare(scores, labels, input_kind, scores_name, labels_name)
+        clipped = 0
+        if self.clips_zeros:
+            data, clipped = data.clipped()
+            if clipped:
+                _warn_clipped(data.scores_name)
         before = dict(self.__dict__)
         try:
             # numpy's floating-point warnings stay inside: what they would signal (NaN or ±inf
@@ -288,9 +343,15 @@ class Calibrator(ABC):
                 self.k = data.k
                 self.input_kind = data.input_kind
                 self.check_fit(data)
-        except BaseException:
+        except BaseException as exc:
             self.__dict__.clear()  # a fit that failed leaves nothing behind: the calibrator is as it was
             self.__dict__.update(before)
+            if _solver_met_non_finite(exc):
+                raise FitError(
+                    f"{data.scores_name}: the {self.name} fit failed: its solver met values that are not finite "
+                    f"({str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}); scores "
+                    "this large overflow its arithmetic: fit a temperature, or rescale the scores"
+                ) from None
             raise
         return self
 
@@ -367,7 +428,17 @@ class Calibrator(ABC):
             return scores
         scores = scores if isinstance(scores, np.ndarray) else np.asarray(scores)
         _check_scores(scores, scores_name, "probs")
-        return probabilities_to_logits(scores)
+        return self._log_probs(scores, scores_name)
+
+    def _log_probs(self, probs, scores_name: str) -> np.ndarray:
+        """log p, as :func:`probabilities_to_logits`; log max(p, ε) for a ``clips_zeros`` map, with a
+        :class:`ProbabilitiesClipped` warning when there was a 0 to clip."""
+        z = probabilities_to_logits(probs)
+        if not self.clips_zeros:
+            return z
+        if np.isneginf(z).any():
+            _warn_clipped(scores_name)
+        return np.maximum(z, _LOG_PROB_EPS, out=z)
 
     # -- applying -----------------------------------------------------------------------------------
     @property
@@ -446,11 +517,22 @@ class Calibrator(ABC):
             _check_scores(scores, scores_name, input_kind)
         if self.is_identity:
             return scores
-        z = probabilities_to_logits(scores) if input_kind == "probs" else scores
-        if self.output_kind == "probs":
-            return self._proba(self._checked(z, scores_name))
-        out = self._transform_logits(z, scores_name)
-        return softmax(out) if input_kind == "probs" else out
+        z = self._log_probs(scores, scores_name) if input_kind == "probs" else scores
+        # parameters too large for these scores (a saved file's W = 1e308) overflow: one error below,
+        # naming the map, not numpy's RuntimeWarning and then "scores contain Inf"
+        with np.errstate(over="ignore", invalid="ignore"):
+            if self.output_kind == "probs":
+                out = self._proba(self._checked(z, scores_name))
+            else:
+                out = self._transform_logits(z, scores_name)
+                out = softmax(out) if input_kind == "probs" else out
+        if validate and not np.isfinite(out).all():
+            row = int(np.flatnonzero(~np.isfinite(out).reshape(out.shape[0], -1).all(axis=1))[0])
+            raise InputError(
+                f"{scores_name}: the {self.name} calibration gives scores that are not finite (first at row {row}): "
+                "its parameters are too large for these scores (a tampered or foreign calibration file?)"
+            )
+        return out
 
     def apply_as_read(self, predictions: Predictions, *, scores_name: str = "scores") -> Predictions | None:
         """The calibrated samples as validated :class:`~calibrate_cli.predictions.Predictions` whose

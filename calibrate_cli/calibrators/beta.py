@@ -36,6 +36,7 @@ class BetaCalibration(Calibrator):
 
     name = "beta"
     shift_invariant = True  # s = z₁ − z₀: the same for logits and log-probabilities
+    clips_zeros = True  # probabilities of exactly 0 (or 1) become ε (1 − ε): log p must be finite
     searches = {}  # fitted by `calib fit --method beta`
 
     def __init__(self, a: float | None = None, b: float | None = None, c: float | None = None):

@@ -24,11 +24,22 @@ from .temperature import _fit_nll
 __all__ = ["EnsembleTemperatureScaling"]
 
 
+def _softmax_at(z: np.ndarray, temperature: float) -> np.ndarray:
+    """softmax(z / T) where z / T overflows: softmax((z − max z) / T), the same map, whose exponents
+    are ≤ 0 (−inf where the quotient overflows: a probability of 0), so no inf − inf makes a NaN."""
+    z = np.asarray(z, dtype=np.float64)
+    zz = np.stack([np.zeros_like(z), z], axis=1) if z.ndim == 1 else z
+    with np.errstate(over="ignore"):
+        shifted = zz - zz.max(axis=1, keepdims=True)
+        return probabilities_of(shifted / temperature)
+
+
 class EnsembleTemperatureScaling(ProbabilityCalibrator):
     """w₁ softmax(z/T) + w₂ softmax(z) + w₃/K (see the module docstring)."""
 
     name = "ensemble_ts"
     shift_invariant = True  # softmax(z / T) and softmax(z): the same for logits and log-probabilities
+    clips_zeros = True  # probabilities of exactly 0 (or 1) become ε (1 − ε): log p must be finite
 
     def __init__(self, temperature: float | None = None, weights=None):
         if (temperature is None) != (weights is None):
@@ -37,11 +48,16 @@ class EnsembleTemperatureScaling(ProbabilityCalibrator):
         self.weights_ = None if weights is None else np.asarray(weights, dtype=np.float64)
         if self.weights_ is not None:
             w = self.weights_
-            if w.shape != (3,) or np.any(w < 0) or abs(float(w.sum()) - 1.0) > 1e-9:
+            if w.shape != (3,) or np.any(w < 0) or np.any(w > 1) or abs(float(w.sum()) - 1.0) > 1e-9:
                 raise InputError(f"ensemble_ts weights must be 3 numbers ≥ 0 summing to 1, got {w.tolist()}")
 
     def _mix(self, z: np.ndarray, temperature: float, w: np.ndarray) -> np.ndarray:
-        p_t = probabilities_of(z / temperature)
+        with np.errstate(over="ignore"):
+            scaled = z / temperature
+        if not np.isfinite(scaled).all():  # a tiny T (a saved file's 1e-308) or huge logits: z / T overflows
+            p_t = _softmax_at(z, temperature)
+        else:
+            p_t = probabilities_of(scaled)
         p_1 = probabilities_of(z)
         return w[0] * p_t + w[1] * p_1 + w[2] / p_t.shape[1]
 

@@ -95,6 +95,7 @@ class MatrixScaling(Calibrator):
     name = "matrix"
     searches = {}  # fitted by `calib fit --method matrix`
     title = "matrix scaling (ODIR)"
+    clips_zeros = True  # probabilities of exactly 0 (or 1) become ε (1 − ε): log p must be finite
 
     def __init__(self, w=None, b=None, *, odir_lambda: float = DEFAULT_ODIR, odir_mu: float | None = None):
         if (w is None) != (b is None):

@@ -94,6 +94,7 @@ class PlattScaling(Calibrator):
 
     name = "platt"
     shift_invariant = True  # s = z₁ − z₀: the same for logits and log-probabilities
+    clips_zeros = True  # probabilities of exactly 0 (or 1) become ε (1 − ε): log p must be finite
     searches = {"platt": Search("binary Platt scaling (a·s + b)", "Platt scaling")}
 
     def __init__(self, a: float | None = None, b: float | None = None):

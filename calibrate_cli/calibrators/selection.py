@@ -22,6 +22,7 @@ that overfit it (histogram binning and isotonic regression reproduce it almost e
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +32,7 @@ from ..bootstrap.draws import DEFAULT_SEED
 from ..errors import CalibError, InputError
 from ..metric_registry import METRICS
 from ..predictions import as_predictions
+from .base import ProbabilitiesClipped
 
 __all__ = ["DEFAULT_FOLDS", "CrossValidated", "choose", "cross_validate", "stratified_folds"]
 
@@ -116,9 +118,11 @@ def cross_validate(
         held = folds == f
         name = f"{scores_name} (fold {f + 1} of {n_folds} held out)"
         try:
-            cal = fit(method, predictions.scores[~held], predictions.labels[~held], input_kind=kind,
-                      scores_name=name, **(options or {}))
-            part = cal.apply(predictions.scores[held], kind, scores_name=name, validate=False)
+            with warnings.catch_warnings():  # a fold's clipping is the whole set's, said once by its own fit
+                warnings.simplefilter("ignore", ProbabilitiesClipped)
+                cal = fit(method, predictions.scores[~held], predictions.labels[~held], input_kind=kind,
+                          scores_name=name, **(options or {}))
+                part = cal.apply(predictions.scores[held], kind, scores_name=name, validate=False)
         except CalibError as exc:
             return CrossValidated(method, metric, n_folds, None, f"fold {f + 1} of {n_folds}: {exc}")
         if out is None:

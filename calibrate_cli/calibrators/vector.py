@@ -104,6 +104,7 @@ class VectorScaling(Calibrator):
 
     name = "vector"
     searches = {"vector": Search("per-class scale and bias", "vector scaling")}
+    clips_zeros = True  # probabilities of exactly 0 (or 1) become ε (1 − ε): log p must be finite
 
     def __init__(self, w=None, b=None):
         if (w is None) != (b is None):

@@ -33,16 +33,57 @@ EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a tool killed by SIGPIPE
 TERMINATING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
-class UserError(click.ClickException):
+class _ShownOnStderr(click.ClickException):
+    """A ClickException written to ``sys.stderr`` as it is. Click's own stream for errors re-encodes
+    an ASCII stderr (PYTHONIOENCODING=ascii, LANG=C) as UTF-8, so a file name's ``é`` reached an
+    ASCII terminal as raw bytes; ``sys.stderr`` replaces what it cannot encode (``?``,
+    :func:`_tolerant_streams`)."""
+
+    def show(self, file=None):
+        super().show(sys.stderr if file is None else file)
+
+
+class UserError(_ShownOnStderr):
     """A problem with the user's input or files: ``Error: ...`` on stderr, exit code 2."""
 
     exit_code = EXIT_USAGE
 
 
-class InternalError(click.ClickException):
+class InternalError(_ShownOnStderr):
     """A bug in calib (an exception nobody expected): ``Error: internal error: ...``, exit code 3."""
 
     exit_code = EXIT_INTERNAL
+
+
+class _ClickErrorOnStderr(click.ClickException):
+    """Click's own error (a usage error: its usage line, hint and ``Error: ...``) shown as Click shows
+    it, but on ``sys.stderr`` (see :class:`_ShownOnStderr`), with its exit code."""
+
+    def __init__(self, error: click.ClickException):
+        super().__init__(error.message)
+        self.error = error
+        self.exit_code = error.exit_code
+
+    def show(self, file=None):
+        self.error.show(sys.stderr if file is None else file)
+
+
+def _on_stderr(error: click.ClickException) -> click.ClickException:
+    return error if isinstance(error, (_ShownOnStderr, _ClickErrorOnStderr)) else _ClickErrorOnStderr(error)
+
+
+def _show_traceback() -> None:
+    """With CALIB_DEBUG: the traceback of the exception being handled, on stderr (the exit code
+    stays the contract's: 2 for bad input, 3 for a bug)."""
+    import traceback
+
+    traceback.print_exc(file=sys.stderr)
+
+
+def _thread_start_failed(exc: BaseException) -> bool:
+    """A thread that could not start (``RuntimeError: can't start new thread``): the process ran
+    out of memory for its stack (ulimit -v) or of processes (ulimit -u)."""
+    return isinstance(exc, RuntimeError) and "can't start new thread" in str(exc)
 
 
 def _end_now(signum, frame):
@@ -158,6 +199,8 @@ class CalibGroup(click.Group):
         # parsing prints --help and usage errors: a closed pipe or Ctrl-C there too
         try:
             return super().make_context(*args, **kwargs)
+        except click.ClickException as exc:
+            raise _on_stderr(exc) from None
         except BrokenPipeError:
             _silence_stdout()
             raise click.exceptions.Exit(EXIT_BROKEN_PIPE) from None
@@ -166,10 +209,11 @@ class CalibGroup(click.Group):
 
     def invoke(self, ctx: click.Context):
         from . import render
-        from ..io import remove_live_temporaries
+        from ..io import INPUTS_READ, inputs_read_text, remove_live_temporaries, resource_problem
         from .hints import cli_text
 
         debug = bool(os.environ.get(DEBUG_ENV))
+        INPUTS_READ.clear()  # the files this command reads, for an out-of-memory message
         try:
             try:
                 with _calib_warnings_on_stderr():
@@ -189,17 +233,30 @@ class CalibGroup(click.Group):
             raise click.exceptions.Exit(128 + signal.SIGINT) from None
         except CalibError as exc:
             if debug:
-                raise
+                _show_traceback()
             raise UserError(_one_line(cli_text(exc))) from None
         except MemoryError:
             if debug:
-                raise
-            raise UserError("out of memory; try a smaller input or a machine with more RAM") from None
-        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+                _show_traceback()
+            raise UserError(
+                f"out of memory{inputs_read_text(' working on ')}; try a smaller input, "
+                "CALIB_THREADS=1 or a machine with more RAM"
+            ) from None
+        except click.ClickException as exc:
+            raise _on_stderr(exc) from None
+        except (click.exceptions.Exit, click.exceptions.Abort):
             raise
         except Exception as exc:
             if debug:
-                raise
+                _show_traceback()
+            if resource_problem(exc):  # EMFILE while importing a module, ENOMEM, …: the machine's limit
+                where = f" (opening {exc.filename})" if getattr(exc, "filename", None) else ""
+                raise UserError(f"{resource_problem(exc)}{where}") from None
+            if _thread_start_failed(exc):
+                raise UserError(
+                    "cannot start a thread: no memory is left for its stack (ulimit -v) or the user may "
+                    "start no more processes (ulimit -u); raise the limit"
+                ) from None
             raise InternalError(
                 f"internal error: {type(exc).__name__}: {_one_line(exc)} "
                 f"(set {DEBUG_ENV}=1 for a traceback and please report it)"
@@ -256,10 +313,11 @@ def cli() -> None:
 
     A model is calibrated when its confidence matches its accuracy: of the predictions it
     makes at 80% confidence, 80% are right. Point calib at a model's saved outputs (logits or
-    probabilities, and labels) in .npy, .npz, .pt or .csv files.
+    probabilities, and labels) in .npy, .npz, .pt/.pth, .csv, .parquet, .arrow/.feather,
+    .safetensors, .h5/.hdf5 or .zarr files (docs/inputs.md).
 
     Environment: CALIB_THREADS=N sets the worker threads (default: the CPUs, at most 8);
-    CALIB_DEBUG=1 shows a traceback instead of a one-line error.
+    CALIB_DEBUG=1 shows a traceback before the one-line error (the exit code stays).
 
     \b
     Examples:

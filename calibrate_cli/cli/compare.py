@@ -51,10 +51,11 @@ def _signed(name: str, value) -> str:
     return text if value is None or text.startswith("-") or text == "—" else "+" + text
 
 
-#: the difference table on a terminal and in Markdown
+#: the difference table on a terminal and in Markdown; the numbers never wrap (a narrow terminal wraps
+#: the metric's name and the last heading instead), so that no value is broken across lines
 COLUMNS = [
     render.Column("metric", justify="left", style="bold"),
-    *(render.Column(header) for header in ("A", "B", "B − A", "interval of B − A")),
+    *(render.Column(header, no_wrap=True) for header in ("A", "B", "B − A", "interval of B − A")),
     render.Column("excludes 0", justify="center"),
 ]
 #: the same in CSV: raw numbers (15 significant digits), the interval's ends apart
@@ -72,10 +73,10 @@ def comparison_report(fmt: str, comparison, *, title: str | None = None):
             rows.append([name, *numbers, "" if ci is None else d.significant])
         else:
             fmt_value = lambda v: render.format_value(name, v)  # noqa: E731
-            interval = f"[{fmt_value(ci.low)}, {fmt_value(ci.high)}]" if ci else ""
             rows.append([render.PRETTY_NAMES[name], fmt_value(d.a), fmt_value(d.b), _signed(name, d.difference),
-                         interval, _verdict(d)])
-    return render.render_rows(fmt, CSV_COLUMNS if fmt == "csv" else COLUMNS, rows, title=title)
+                         render.interval_text(name, ci), _verdict(d)])
+    notes = () if fmt == "csv" else render.interval_notes({n: d.interval for n, d in comparison.differences.items()})
+    return render.render_rows(fmt, CSV_COLUMNS if fmt == "csv" else COLUMNS, rows, title=title, notes=notes)
 
 
 @click.command("compare")
@@ -148,6 +149,8 @@ def compare_command(
         if fmt == "table":
             title = f"B − A: A = {a_scores}, B = {b_scores}; N = {comparison.n}, K = {comparison.k}, {n_bins} bins"
             if boot:
-                title += f"; {100 * ci_level:g}% paired {ci_method} bootstrap, {n_resamples} resamples"
+                from ..bootstrap.intervals import method_label
+
+                title += f"; {100 * ci_level:g}% paired {method_label(ci_method)} bootstrap, {n_resamples} resamples"
         rendered = comparison_report(fmt, comparison, title=title)
     render.write_report(rendered, output, force)

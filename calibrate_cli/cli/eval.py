@@ -18,6 +18,8 @@ from .options import (
     extra_metrics_option,
     binning_options,
     bootstrap_options,
+    calibration_record,
+    calibration_text,
     calibrator_option,
     check_device,
     check_resamples,
@@ -27,6 +29,7 @@ from .options import (
     Outputs,
     output_options,
     parse_gates,
+    PlainFloatRange,
     plot_option,
     read_inputs,
     scores_and_labels,
@@ -49,11 +52,13 @@ def columns_text(columns) -> str:
     return f" ({what}: {', '.join(shown)})"
 
 
-def eval_payload(report, results, scores: str, labels: str, gate_on: str = "point", score_columns=None) -> dict:
+def eval_payload(report, results, scores: str, labels: str, gate_on: str = "point", score_columns=None,
+                 calibration: dict | None = None) -> dict:
     """The JSON document of ``calib eval`` (keys documented in docs/json-schema.md and docs/bootstrap.md):
     the report's, with the gates, the CLI's --gate-on and the intervals' warnings added.
     ``score_columns``: the columns of a CSV or table file the scores were read from (inputs'
-    ``score_columns``: names, or 0-based indices in a CSV file without a header)."""
+    ``score_columns``: names, or 0-based indices in a CSV file without a header). ``calibration``:
+    what --temperature/--calibrator applied (:func:`~.options.calibration_record`), None without one."""
     inputs = {"scores": scores, "labels": labels, "input_kind": report.input_kind}
     if score_columns is not None:
         inputs = {"scores": scores, "score_columns": list(score_columns), **inputs}
@@ -66,6 +71,7 @@ def eval_payload(report, results, scores: str, labels: str, gate_on: str = "poin
         "calib_version": __version__,
         "command": "eval",
         "inputs": inputs,
+        "calibration": calibration,
         **body,
     }
 
@@ -87,13 +93,16 @@ def render_report(
     if fmt == "json":
         return render.to_json(payload)
     as_dicts = {n: ci.to_dict() for n, ci in (intervals or {}).items()} or None
-    if fmt == "csv":
+    calibration = payload.get("calibration")
+    if fmt == "csv":  # a column saying what calibration produced the numbers, when one was applied
+        constant = {"calibration": calibration_text(calibration, prefix="")} if calibration else None
         if bins_csv:
-            return render.bins_csv(report.bins.to_rows())
-        return render.metrics_csv(report.metrics, intervals=as_dicts)
+            return render.bins_csv(report.bins.to_rows(), constant=constant)
+        return render.metrics_csv(report.metrics, intervals=as_dicts, constant=constant)
     if fmt == "markdown":
+        heading = calibration_text(calibration, prefix="Calibrated: ") or None
         return (
-            render.metrics_markdown(report.metrics, intervals=as_dicts)
+            render.metrics_markdown(report.metrics, heading=heading, intervals=as_dicts)
             + "\n"
             + render.bins_markdown(report.bins.to_rows(), heading=BINS_HEADING, first_closed=report.compat is None)
         )
@@ -102,9 +111,13 @@ def render_report(
     title += f"{report.n_bins} bins"
     if report.compat:
         title += f", compat {report.compat}"
+    if calibration:
+        title += f"; {calibration_text(calibration)}"
     boot = payload.get("bootstrap")
     if boot:
-        title += f"; {100 * boot['level']:g}% {boot['method']} bootstrap intervals, {boot['n_resamples']} resamples"
+        from ..bootstrap.intervals import method_label
+
+        title += f"; {100 * boot['level']:g}% {method_label(boot['method'])} bootstrap intervals, {boot['n_resamples']} resamples"
     return [
         render.metrics_table(report.metrics, title=title, intervals=as_dicts),
         render.bins_table(
@@ -144,6 +157,11 @@ def render_report(
     help="With --engine dask: a running Dask scheduler (e.g. tcp://10.0.0.5:8786) instead of a LocalCluster; "
     "its workers must see the shard paths.",
 )
+@click.option(
+    "--scheduler-timeout", metavar="SECONDS", type=PlainFloatRange(min=0, min_open=True, max=3600),
+    default=None, help="With --scheduler: how long to wait for it to accept the connection, and then for its "
+    "first answer (default 10).",
+)
 def eval_command(
     scores,
     labels,
@@ -169,13 +187,15 @@ def eval_command(
     extra_metrics,
     engine,
     scheduler,
+    scheduler_timeout,
 ):
     """Report every calibration metric of a model's saved outputs.
 
     SCORES holds the model's outputs: an (N, K) array of logits (default) or probabilities
     (--probs), or a 1-D vector of binary scores. LABELS holds N integer labels in [0, K) or
-    one-hot rows. Files: .npy, .npz (file.npz:key), .pt/.pth (file.pt:key, needs torch) and
-    .csv (a header row is detected).
+    one-hot rows. Files: .npy, .npz (file.npz:key), .pt/.pth (file.pt:key, needs torch), .csv (a
+    header row is detected), .parquet/.arrow/.feather, .safetensors, .h5/.hdf5 and .zarr
+    (file:key; docs/inputs.md).
 
     Metrics: accuracy, error, ECE, AdaECE, classwise-ECE, MCE, RMS-CE, debiased L2-CE, KS-CE,
     SmoothECE, NLL, Brier, top-5 accuracy, mean confidence and S99, as fractions; per-bin
@@ -226,6 +246,8 @@ def eval_command(
     Outputs(force).report("--output", output).figure("--plot", plot_path).check()  # before any work
     if scheduler and engine != "dask":
         raise click.UsageError("--scheduler needs --engine dask")
+    if scheduler_timeout is not None and not scheduler:
+        raise click.UsageError("--scheduler-timeout needs --scheduler")
     if engine == "dask" and n_resamples:
         raise click.UsageError(
             "--bootstrap resamples every sample on one machine: drop --engine dask to bootstrap the shards here"
@@ -241,6 +263,7 @@ def eval_command(
             *sharded, scores=scores, labels=labels, label_col=label_col, calibrator=calibrator, input_kind=input_kind,
             n_bins=n_bins, compat=compat, engine=engine, scheduler=scheduler, bootstrap=n_resamples,
             ci_level=ci_level, ci_method=ci_method, seed=seed, device=device, bootstrap_metrics=bootstrap_metrics,
+            scheduler_timeout=scheduler_timeout,
         )
     else:
         report, labels_name, score_columns = _eval_file(
@@ -248,7 +271,8 @@ def eval_command(
             n_resamples=n_resamples, ci_level=ci_level, ci_method=ci_method, seed=seed, device=device,
             bootstrap_metrics=bootstrap_metrics, extra_metrics=extra_metrics,
         )
-    _finish(report, scores, labels_name, gates, gate_on, plot_path, force, fmt, output, bins_csv, score_columns)
+    _finish(report, scores, labels_name, gates, gate_on, plot_path, force, fmt, output, bins_csv, score_columns,
+            calibration_record(calibrator))
 
 
 def _optional_metrics(extra) -> list[str]:
@@ -345,7 +369,7 @@ def _calibrated(pair, *, load, calibrator, input_kind):
 
 
 def _eval_shards(pairs, load, *, scores, labels, label_col, calibrator, input_kind, n_bins, compat, engine, scheduler,
-                 bootstrap, ci_level, ci_method, seed, device, bootstrap_metrics=None):
+                 bootstrap, ci_level, ci_method, seed, device, bootstrap_metrics=None, scheduler_timeout=None):
     """Shards: summarise each (here or as Dask tasks), merge, report (calibrate_cli.shards)."""
     from ..shards import report_from_shards, summarize_shards
 
@@ -357,7 +381,7 @@ def _eval_shards(pairs, load, *, scores, labels, label_col, calibrator, input_ki
     options = dict(load=load, input_kind=input_kind, n_bins=n_bins, compat=compat, keep_predictions=bool(bootstrap))
     with render.progress_bar(f"{len(pairs)} shards", enabled=len(pairs) > 1) as progress:
         if engine == "dask":
-            with _dask(scheduler) as client:
+            with _dask(scheduler, scheduler_timeout) as client:
                 data = summarize_shards(pairs, client=client, progress=progress, **options)
         else:
             data = summarize_shards(pairs, progress=progress, device=summary_device, **options)
@@ -375,9 +399,10 @@ DASK_INSTALL = "pip install 'dask[distributed]>=2024.1' (or, in a checkout of ca
 
 
 @contextlib.contextmanager
-def _dask(scheduler: str | None):
-    """A Dask client: on ``scheduler``, or a LocalCluster in this process; one line when dask is
-    missing or the scheduler cannot be reached."""
+def _dask(scheduler: str | None, timeout: float | None = None):
+    """A Dask client: on ``scheduler`` (waiting ``timeout`` seconds at most), or a LocalCluster in this
+    process; one line when dask is missing, the address is not one, or the scheduler cannot be
+    reached or does not answer."""
     try:
         import distributed  # noqa: F401
     except ImportError:
@@ -387,7 +412,10 @@ def _dask(scheduler: str | None):
     stack = contextlib.ExitStack()
     stack.callback(_silence_dask_for_the_rest_of_the_process)
     try:
-        client = stack.enter_context(dask_client(scheduler))
+        client = stack.enter_context(dask_client(scheduler, timeout=timeout))
+    except InputError as exc:  # an address distributed could not connect to (no port, file://, …)
+        stack.close()
+        raise InputError(f"--scheduler {scheduler}: {render.plain(str(exc))}") from None
     except (OSError, TimeoutError) as exc:
         stack.close()
         raise InputError(f"--scheduler {scheduler}: cannot reach the Dask scheduler ({render.plain(str(exc))})") from None
@@ -406,8 +434,9 @@ def _silence_dask_for_the_rest_of_the_process() -> None:
         logger.disabled = True
 
 
-def _finish(report, scores, labels_name, gates, gate_on, plot_path, force, fmt, output, bins_csv, score_columns=None):
-    """Gates, the figure, the report and the exit code."""
+def _finish(report, scores, labels_name, gates, gate_on, plot_path, force, fmt, output, bins_csv, score_columns=None,
+            calibration=None):
+    """Gates, the figure, the report and the exit code (``calibration``: :func:`~.options.calibration_record`)."""
     intervals = report.intervals or None
     results = check_gates(report.metrics, gates, gated_on=gate_on, intervals=intervals)
     if plot_path:
@@ -415,11 +444,12 @@ def _finish(report, scores, labels_name, gates, gate_on, plot_path, force, fmt, 
         from .plot import model_names
 
         ece_ci = intervals.get("ece") if intervals else None
-        interval = (ece_ci.low, ece_ci.high) if ece_ci else None
-        figure = eval_figure(report, label=escape_mathtext(model_names([scores], ())[0]), interval=interval)
+        interval = (ece_ci.clipped_low, ece_ci.clipped_high) if ece_ci else None  # as the table shows it
+        label = model_names([scores], ())[0] + (f" ({calibration_text(calibration)})" if calibration else "")
+        figure = eval_figure(report, label=escape_mathtext(label), interval=interval)
         written = save_figure(figure, plot_path, force=force)
         render.stderr_console().print(f"Wrote {written}", soft_wrap=True, markup=False)
-    payload = eval_payload(report, results, scores, labels_name, gate_on, score_columns)
+    payload = eval_payload(report, results, scores, labels_name, gate_on, score_columns, calibration)
 
     render.warn(report.warnings)
     render.warn(interval_warnings(intervals or {}))

@@ -171,9 +171,7 @@ def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_fo
         post = f"Post T ({cal.temperature:.4g})" if cal.temperature is not None else f"Post {cal.label}"
         render.warn(warnings)
         rendered = render.to_json(payload) if fmt == "json" else prepost_report(fmt, cal, sets, title, post)
-        render.write_report(rendered, output, force)
-        if output and fmt != "table":
-            render.write_report(prepost_report("table", cal, sets, title, post), None, force)
+        render.write_report(rendered, output, force)  # with -o: to FILE only, as every command
         return
 
     # --method all: every method that applies, one table; the choice by cross-validation on the fitting set
@@ -269,9 +267,7 @@ def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_fo
                  cv={"uncalibrated": uncalibrated_cv, **cv_values})
     render.warn(warnings)
     rendered = render.to_json(payload) if fmt == "json" else _all_table(fmt, rows_reports, results, **table)
-    render.write_report(rendered, output, force)
-    if output and fmt != "table":
-        render.write_report(_all_table("table", rows_reports, results, **table), None, force)
+    render.write_report(rendered, output, force)  # with -o: to FILE only, as every command
 
 
 def _metric_on_fit_set(predictions, metric, n_bins, compat) -> float | None:
@@ -328,11 +324,12 @@ def _all_table(fmt, reports: dict, results: dict, *, columns, best: dict, title:
             text = render.format_value(m, report.metrics.get(m))
             ci = (report.intervals or {}).get(m)
             if ci is not None:
-                text += " " + render.interval_text(m, {"low": ci.low, "high": ci.high})
+                text += " " + render.interval_text(m, ci)
             if name in best[m]:
                 cells.append(f"**{text}** *" if fmt == "markdown" else Text(f"{text}*", style="bold green"))
             else:
                 cells.append(text)
         marker = " (selected)" if name == selected and fmt != "table" else ""  # the table's title names it
         rows.append([labels[name] + marker, *cells, *([render.format_value(select, cv.get(name))] if with_cv else [])])
-    return render.render_rows(fmt, head, rows, title=f"{title}; {rule}")
+    shown = [{m: (r.intervals or {}).get(m) for m in columns} for r in reports.values()]
+    return render.render_rows(fmt, head, rows, title=f"{title}; {rule}", notes=render.interval_notes(*shown))

@@ -81,10 +81,10 @@ def render_ood(fmt: str, result, before, post_label: str | None, title: str):
         row.append(_percent(result.auroc[name]))
         if intervals:
             ci = intervals.get(name)
-            row.append(f"[{_percent(ci.low)}, {_percent(ci.high)}]" if ci else "")
+            row.append(f"[{_percent(ci.clipped_low)}, {_percent(ci.clipped_high)}]{ci.marks}" if ci else "")
         row += [f"{means[0]:.4f}", f"{means[1]:.4f}", definition]
         rows.append(row)
-    return render.render_rows(fmt, columns, rows, title=title)
+    return render.render_rows(fmt, columns, rows, title=title, notes=render.interval_notes(intervals))
 
 
 @click.command("ood")

@@ -56,7 +56,14 @@ class PlainFloat(_PlainNumber, click.types.FloatParamType):
 
 
 class PlainFloatRange(_PlainNumber, click.FloatRange):
-    """``click.FloatRange`` for calib: ASCII decimal and scientific notation (and nan/inf) only."""
+    """``click.FloatRange`` for calib: ASCII decimal and scientific notation (and inf) only. NaN is in
+    no range (Click's comparisons let it through: ``--ci-level nan`` was an internal error)."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if number != number:
+            self.fail(f"{value!r} is not a number in the range {self._describe_range()}", param, ctx)
+        return number
 
 
 class PlainInt(_PlainNumber, click.types.IntParamType):
@@ -161,10 +168,40 @@ def _plain_temperature(ctx, param, value):
     return value
 
 
+_CALIBRATOR_SOURCE_KEY = "calib.calibrator_source"
+
+
 def _to_calibrator(ctx, param, value):
     from ..calibrators import load_calibrator
 
+    ctx.meta[_CALIBRATOR_SOURCE_KEY] = value  # what the user gave, for the report (calibration_record)
     return None if value is None else load_calibrator(_plain_temperature(ctx, param, value))
+
+
+def calibration_record(calibrator) -> dict | None:
+    """What ``--temperature``/``--calibrator`` applied, for a report (None without one): ``method``,
+    ``label`` (as titles show it), ``temperature`` (T, or None for other maps), ``file`` (the JSON
+    file it was read from, None for a number) and ``calibrator`` (the map's ``to_dict()``, which
+    ``--calibrator`` reads back)."""
+    if calibrator is None:
+        return None
+    source = click.get_current_context().meta.get(_CALIBRATOR_SOURCE_KEY)
+    is_number = source is not None and is_plain_float(str(source))
+    saved = calibrator.to_dict()
+    return {
+        "method": saved["method"],
+        "label": calibrator.label,
+        "temperature": calibrator.temperature,
+        "file": None if source is None or is_number else str(source),
+        "calibrator": saved,
+    }
+
+
+def calibration_text(record: dict | None, prefix: str = "calibrated: ") -> str:
+    """``calibrated: T = 1.5`` / ``calibrated: vector scaling from v.json`` for titles; "" without one."""
+    if record is None:
+        return ""
+    return f"{prefix}{record['label']}" + (f" from {record['file']}" if record["file"] else "")
 
 
 def name_option(func):
@@ -312,7 +349,7 @@ class Outputs:
         return self._add("array", option, path)
 
     def check(self) -> "Outputs":
-        from ..io import check_array_path, check_output_path
+        from ..io import check_array_path, check_output_path, is_sink
 
         seen: list[tuple[str, str, Path]] = []
         for kind, option, path in self._items:
@@ -330,7 +367,7 @@ class Outputs:
             else:
                 target = check_output_path(path, force=self.force)
             for other_option, other_path, other_target in seen:
-                if _same_file(target, other_target):
+                if _same_file(target, other_target) and not is_sink(target):  # /dev/null twice: both thrown away
                     raise OutputError(
                         f"{path}: {other_option} {other_path} and {option} {path} name the same file; "
                         "give each output its own file"
@@ -437,10 +474,11 @@ def _interval_options(func, default_resamples: int):
         type=click.Choice(CI_METHODS),
         default=DEFAULT_CI_METHOD,
         show_default=True,
-        help="basic: [2θ̂ − q_hi, 2θ̂ − q_lo] (Kumar et al. 2019; best coverage for the biased binned "
-        "errors, see docs/bootstrap.md); percentile: [q_lo, q_hi]; bca: bias-corrected and accelerated "
-        "percentiles (Efron 1987; +100 metric passes for its jackknife). A warning names every interval "
-        "that excludes its estimate or leaves the metric's range.",
+        help="auto: basic for the calibration errors, percentile for the means (accuracy, NLL, Brier, "
+        "mean confidence, S99); basic: [2θ̂ − q_hi, 2θ̂ − q_lo] (Kumar et al. 2019; best coverage for the "
+        "biased binned errors, see docs/bootstrap.md); percentile: [q_lo, q_hi]; bca: bias-corrected and "
+        "accelerated percentiles (Efron 1987; +100 metric passes for its jackknife). A warning names every "
+        "interval that excludes its estimate (†) or leaves the metric's range (shown clipped to it, ‡).",
     )(func)
     func = click.option(
         "--ci-level",
@@ -472,8 +510,19 @@ def check_resamples(n_resamples: int, ci_level: float, device: str) -> None:
     if not n_resamples:
         return
     from ..bootstrap import min_resamples, resolve_device
+    from ..bootstrap.intervals import MAX_RESAMPLES, MIN_LEVEL
 
+    if n_resamples > MAX_RESAMPLES:  # before any work: 10⁹ resamples grew the memory until it ran out
+        raise click.UsageError(
+            f"--bootstrap {n_resamples} is too many resamples: at most {MAX_RESAMPLES} (beyond, the interval's ends "
+            "move by less than 0.2 % of its half-width from seed to seed, and the values alone fill the memory)"
+        )
     resolve_device(device)  # an unavailable device is the first thing to fix
+    if ci_level < MIN_LEVEL:
+        raise click.UsageError(
+            f"--ci-level {ci_level:g} is too small: both ends of the interval would be the median "
+            f"(at least {MIN_LEVEL:g})"
+        )
     least = min_resamples(ci_level)
     if n_resamples < least:
         raise click.UsageError(

@@ -113,7 +113,8 @@ def plot_command(
     perfect calibration; the ECE is in the legend; under it, the share of samples per bin.
 
     With --temperature (or --calibrator), the diagram before and after scaling the logits by T,
-    or after any saved calibration (Platt, vector scaling), side by side.
+    or after any saved calibration (Platt, vector scaling, isotonic, …), side by side; with --probs,
+    T scales log p (p^(1/T), renormalised), as `calib eval --probs` does.
     With --compare, several models side by side. With --classwise, one panel per class.
     The output format follows FILE's extension (.png, .svg, .pdf); an existing FILE is never
     overwritten without --force.
@@ -150,8 +151,6 @@ def plot_command(
         raise click.UsageError("--classes picks the panels of --classwise; add --classwise")
     if classwise and strategy != "uniform":
         raise click.UsageError("--classwise uses equal-width bins (as classwise-ECE); drop --strategy")
-    if temperature_value is not None and input_kind == "probs":
-        raise click.UsageError("--temperature scales logits; it cannot be used with --probs")
     # every limit is checked before any work starts
     check_device(device)
     Outputs(force).figure("--output", output).check()
@@ -178,12 +177,12 @@ def plot_command(
             score_array, label_array, classes=classes, scores_name=scores, labels_name=labels_name, **common
         )
         fig = classwise_figure(diagrams, title=title or f"{names_[0]}: classwise reliability")
-    elif calibrator is not None and calibrator.temperature is not None:
+    elif calibrator is not None and calibrator.temperature is not None and input_kind != "probs":
         fig = before_after_figure(
             score_array, label_array, calibrator.temperature, n_bins=n_bins, strategy=strategy,
             title=title or names_[0], overlay=overlay, scores_name=scores, labels_name=labels_name,
         )
-    elif calibrator is not None:  # any other map: the same two diagrams, on the calibrated logits
+    elif calibrator is not None:  # any other map, or T on probabilities (p^(1/T), as `calib eval --probs`)
         def diagram(s_arr, label, kind=input_kind):
             return ReliabilityDiagram.from_predictions(
                 s_arr, label_array, strategy=strategy, label=label, scores_name=scores, labels_name=labels_name,

@@ -104,14 +104,15 @@ class Column:
 _MARKDOWN_ALIGN = {"left": "---", "right": "---:", "center": ":---:"}
 
 
-def render_rows(fmt: str, columns: list[Column], rows, *, title: str | None = None):
+def render_rows(fmt: str, columns: list[Column], rows, *, title: str | None = None, notes=()):
     """Rows + columns → the report in ``fmt``: a Rich table ("table"), or Markdown or CSV text.
 
     The one table renderer of the CLI (eval's metrics and bins, temperature's Pre/Post table,
     compare's differences). A cell is a ``str`` shown literally (never Rich markup), a Rich
     ``Text`` (styled on a terminal, plain in Markdown), or for CSV any value (``str()``; numbers
     formatted by the caller, e.g. :func:`csv_number`). ``title``: plain text above the table
-    (bold in Markdown; CSV has none).
+    (bold in Markdown; CSV has none). ``notes``: plain lines below it (the table's caption on a
+    terminal, lines after a Markdown table; CSV has none), e.g. what the marks of its cells mean.
     """
     rows = [list(row) for row in rows]
     if fmt == "csv":
@@ -130,6 +131,8 @@ def render_rows(fmt: str, columns: list[Column], rows, *, title: str | None = No
         lines.append(line([c.header for c in columns]))
         lines.append("|" + "".join(_MARKDOWN_ALIGN[columns[i].justify] + "|" for i in keep))
         lines += [line([_plain_text(cell) for cell in row]) for row in rows]
+        if notes:
+            lines += ["", *(f"{note}  " for note in notes)]  # two spaces: a line break in Markdown
         return "\n".join(lines) + "\n"
     from rich.table import Table
     from rich.text import Text
@@ -138,7 +141,8 @@ def render_rows(fmt: str, columns: list[Column], rows, *, title: str | None = No
     from .terminal import FittedTable
 
     table = (FittedTable if optional else Table)(
-        title=plain(title), title_justify="left", show_edge=False, pad_edge=False)
+        title=plain(title), title_justify="left", show_edge=False, pad_edge=False,
+        caption=plain("\n".join(notes)) if notes else None, caption_justify="left")
     if optional:
         table.optional_column = optional[0]
     for c in columns:
@@ -152,11 +156,27 @@ def _plain_text(cell) -> str:
     return cell.plain if _is_text(cell) else str(cell)
 
 
-def interval_text(name: str, interval: dict | None) -> str:
-    """``[low, high]`` in the metric's format ("" without an interval)."""
+def interval_text(name: str, interval) -> str:
+    """``[low, high]`` in the metric's format, clipped to the metric's range, then its marks ("" without
+    an interval): † it excludes its estimate, ‡ it reached outside the range and is shown clipped
+    (:func:`interval_notes` says so under the table). ``interval``: a
+    :class:`~calibrate_cli.bootstrap.ConfidenceInterval` or its ``to_dict()``."""
     if not interval:
         return ""
-    return f"[{format_value(name, interval['low'])}, {format_value(name, interval['high'])}]"
+    from ..bootstrap.intervals import interval_marks
+
+    ci = interval if isinstance(interval, dict) else interval.to_dict()
+    low, high = ci.get("clipped_low", ci["low"]), ci.get("clipped_high", ci["high"])
+    return f"[{format_value(name, low)}, {format_value(name, high)}]{interval_marks(ci)}"
+
+
+def interval_notes(*interval_sets) -> list[str]:
+    """The notes under a table of intervals (each set ``{name: ConfidenceInterval, its dict, or None}``):
+    what each mark that appears means, and which method each metric got when they differ
+    (:func:`calibrate_cli.bootstrap.intervals.interval_notes`)."""
+    from ..bootstrap.intervals import interval_notes as notes
+
+    return notes(*interval_sets)
 
 
 def _metrics_rows(metrics: dict, intervals: dict | None, names) -> list[list]:
@@ -183,7 +203,7 @@ def metrics_table(metrics: dict, *, title: str | None = None, intervals: dict | 
 
     ``title`` is plain text (file names may hold Rich markup such as ``[bold]``: shown literally)."""
     rows = _metrics_rows(metrics, intervals, shown_metrics(metrics))
-    return render_rows("table", _metrics_columns(intervals), rows, title=title)
+    return render_rows("table", _metrics_columns(intervals), rows, title=title, notes=interval_notes(intervals or {}))
 
 
 def _bins_rows(rows: list[dict], first_closed: bool) -> list[list]:
@@ -300,34 +320,41 @@ def csv_number(value) -> str:
     return f"{float(value):.{CSV_DIGITS}g}"
 
 
-def metrics_csv(metrics: dict, *, intervals: dict | None = None) -> str:
-    """One row per metric; with ``intervals`` (name → {"low", "high"}), ``low`` and ``high`` columns."""
-    columns = [Column("metric"), Column("value"), *((Column("low"), Column("high")) if intervals else ()),
-               Column("definition")]
+def metrics_csv(metrics: dict, *, intervals: dict | None = None, constant: dict | None = None) -> str:
+    """One row per metric; with ``intervals`` (name → {"low", "high", "clipped"}), ``low`` and ``high``
+    columns (the raw ends, as in the JSON) and ``clipped`` (True when an end lies outside the metric's range).
+    ``constant``: last columns (header → text) with the same cell in every row (e.g. the calibration applied)."""
+    constant = constant or {}
+    columns = [Column("metric"), Column("value"),
+               *((Column("low"), Column("high"), Column("clipped")) if intervals else ()), Column("definition"),
+               *(Column(header) for header in constant)]
     rows = []
     for name in (m for m in METRIC_NAMES if m in metrics):
         row = [name, csv_number(metrics[name])]
         if intervals:
             ci = intervals.get(name)
-            row += [csv_number(ci["low"]), csv_number(ci["high"])] if ci else ["", ""]
-        rows.append([*row, METRIC_DEFINITIONS[name]])
+            row += [csv_number(ci["low"]), csv_number(ci["high"]), ci.get("clipped", False)] if ci else ["", "", ""]
+        rows.append([*row, METRIC_DEFINITIONS[name], *constant.values()])
     return render_rows("csv", columns, rows)
 
 
 BIN_CSV_COLUMNS = ("bin", "lower", "upper", "count", "mean_confidence", "accuracy", "gap")
 
 
-def bins_csv(rows: list[dict]) -> str:
+def bins_csv(rows: list[dict], *, constant: dict | None = None) -> str:
     """The per-bin table, one row per bin (``BinStats.to_rows()``): index, edges, count, mean
-    confidence, accuracy and gap = confidence − accuracy (empty cells for an empty bin)."""
+    confidence, accuracy and gap = confidence − accuracy (empty cells for an empty bin).
+    ``constant``: as :func:`metrics_csv`'s."""
+    constant = constant or {}
     out = [[i, *(csv_number(r[c]) for c in BIN_CSV_COLUMNS[1:3]), r["count"],
-            *(csv_number(r[c]) for c in BIN_CSV_COLUMNS[4:])] for i, r in enumerate(rows)]
-    return render_rows("csv", [Column(c) for c in BIN_CSV_COLUMNS], out)
+            *(csv_number(r[c]) for c in BIN_CSV_COLUMNS[4:]), *constant.values()] for i, r in enumerate(rows)]
+    return render_rows("csv", [Column(c) for c in (*BIN_CSV_COLUMNS, *constant)], out)
 
 
 def metrics_markdown(metrics: dict, *, heading: str | None = None, intervals: dict | None = None) -> str:
     rows = _metrics_rows(metrics, intervals, shown_metrics(metrics))
-    return render_rows("markdown", _metrics_columns(intervals), rows, title=heading)
+    return render_rows("markdown", _metrics_columns(intervals), rows, title=heading,
+                       notes=interval_notes(intervals or {}))
 
 
 def bins_markdown(rows: list[dict], *, heading: str | None = None, first_closed: bool = True) -> str:

@@ -74,7 +74,8 @@ def report_command(
     The page holds the metrics before and after T with bootstrap intervals, the reliability
     diagrams before / after, ECE and NLL against T with the fitted T marked, the per-class ECE,
     the confidence histogram, and the provenance: paths, sizes and SHA-256 of the inputs, N, K,
-    the calib version and the date. Figures are inline SVG; the page loads nothing from the
+    the calib version and the date ($SOURCE_DATE_EPOCH when set: then two runs on the same inputs
+    write the same bytes). Figures are inline SVG; the page loads nothing from the
     network and needs no JavaScript. Files as in `calib eval`; an existing FILE is never
     overwritten without --force.
 
@@ -87,6 +88,7 @@ def report_command(
       calib report val_probs.csv val_y.csv test_probs.csv test_y.csv --probs -o r.html --title "ResNet-50"
     """
     from ..report import build_report
+    from ..report.core import report_time
     from ..report.html import render_html
 
     if test_scores is not None and test_labels is None:
@@ -97,6 +99,7 @@ def report_command(
     check_device_use(device, n_resamples)
     check_resamples(n_resamples, ci_level, device)
     Outputs(force).report("--output", output).check()  # before any work
+    created = report_time()  # $SOURCE_DATE_EPOCH when set (reproducible bytes); a malformed one fails here
     test = (test_scores, test_labels) if test_scores is not None else None
     _, validation, test_loaded = load_fit_and_test(val_scores, val_labels, test, input_kind)
 
@@ -110,7 +113,7 @@ def report_command(
             input_kind=input_kind, n_bins=n_bins, search=search, objective=objective, grid=grid,
             compat=compat, bootstrap=n_resamples, ci_level=ci_level, ci_method=ci_method, seed=seed,
             device=device, bootstrap_metrics=bootstrap_metrics, inputs=inputs, names=names, progress=progress,
-            title=title or f"Calibration report: {test_scores or val_scores}",
+            title=title or f"Calibration report: {test_scores or val_scores}", created=created,
         )
     warnings = [cli_text(w) for w in report.warnings]
     notes = interval_warnings(report.before.intervals, prefix="Pre T ")

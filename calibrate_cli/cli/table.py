@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import glob
+import os
 from pathlib import Path
 
 import click
@@ -69,6 +71,10 @@ def group_inputs(items: tuple[str, ...]) -> list[tuple[str, tuple[str, str, str,
 
 
 def _incomplete(pending: list[str], before: str | None = None) -> str:
+    for item in pending:  # a mistyped run folder or file: say that first, not "do not make a model"
+        path, _ = split_source(item)
+        if not os.path.lexists(path) and not glob.has_magic(item):
+            return f"{item}: no such file or run folder"
     where = f" before the run folder {before}" if before else " at the end"
     return (
         f"{len(pending)} file(s){where} ({' '.join(pending)}) do not make a model: each model is four files "

@@ -284,9 +284,8 @@ def temperature_command(
     payload = temperature_payload(fit, sets, inputs, input_kind, warnings, resolved)
     title = _title(fit, val_scores)
     render.warn(warnings)
+    # with -o the report goes to FILE only, as in every command (docs/cli-contract.md)
     render.write_report(render.to_json(payload) if fmt == "json" else _report(fmt, fit, sets, title), output, force)
-    if output and fmt != "table":  # the table still goes to the screen
-        render.write_report(_report("table", fit, sets, title), None, force)
 
     if plot_path:
         from ..plots import ReliabilityDiagram, comparison_figure, escape_mathtext, save_figure

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import errno
+import os
 
 from rich.console import Console
 from rich.measure import Measurement
@@ -12,11 +13,24 @@ from rich.table import Table
 
 #: below this many characters, a definition says too little to be worth a column: the column is dropped
 MIN_DEFINITION_WIDTH = 24
+#: the width of reports on a stdout that is not a terminal (a pipe, a file, a CI log) and no COLUMNS:
+#: no limit in practice, so that tables come out whole (Rich would assume 80 columns and cut them)
+UNLIMITED_WIDTH = 10_000
 
 
 class CalibConsole(Console):
     """Rich's console, except that a closed pipe raises BrokenPipeError (Rich's own answer is
-    ``SystemExit(1)``, which reads as a failed gate): the CLI ends quietly with exit code 141."""
+    ``SystemExit(1)``, which reads as a failed gate): the CLI ends quietly with exit code 141.
+
+    On a stdout that is not a terminal, without COLUMNS in the environment, reports are as wide as
+    they need (:data:`UNLIMITED_WIDTH`): a pipe or a CI log gets every definition whole, where Rich
+    would cut tables at 80 columns; COLUMNS, when set, is honoured as on a terminal."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if (self._width is None and not self.stderr and kwargs.get("file") is None and not self.is_terminal
+                and not os.environ.get("COLUMNS")):
+            self._width = UNLIMITED_WIDTH
 
     def on_broken_pipe(self) -> None:
         self.quiet = True

@@ -37,12 +37,13 @@ def _val_size(ctx, param, value):
     return number
 
 
-@click.command("train")
+@click.command("train", short_help="Train a classifier with a calibration loss (focal, Brier, MMCE, …), then measure it.")
 @click.option("--loss", metavar="NAME", help="Training loss: ce, focal, flsd53, flsd532, flsc531, flsc532, ls, "
-              "brier, mmce, adafocal (SPEC §7; required unless --resume).")
+              "brier, mmce, adafocal (docs/losses.md; required unless --resume).")
 @click.option("--gamma", type=FLOAT, help="γ of the focal loss (focal, and α-balanced focal with --alpha).")
 @click.option("--alpha", callback=_alpha, metavar="A|A1,…,AK",
-              help="α of the α-balanced focal loss: one number (binary) or one weight per class.")
+              help="α of the α-balanced focal loss: one weight per class, or (binary) one number A "
+              "weighting the positive class 1 by A and class 0 by 1−A, as Lin et al. and torchvision.")
 @click.option("--eps", type=FLOAT, help="ε of label smoothing (ls; default 0.05).")
 @click.option("--lam", type=FLOAT, help="λ of MMCE (mmce; default 2) or AdaFocal's update rate (adafocal; default 1).")
 @click.option("--data", metavar="SOURCE", help="digits | imagefolder:DIR | npz:FILE | cifar10:DIR "
@@ -76,7 +77,8 @@ def train_command(loss, gamma, alpha, eps, lam, data, model, recipe, epochs, bat
     final val/test logits and labels as .npy files for calib eval / temperature / fit, and
     summary.json with the metrics before and after temperature scaling. An existing RUN_DIR is
     refused without --resume or --force. Under torchrun every process trains on its share of
-    each epoch (DistributedDataParallel). Needs torch (the [train] extra).
+    each epoch (DistributedDataParallel); only rank 0 prints the progress and the table.
+    Needs torch (the [train] extra).
 
     \b
     Examples:
@@ -108,6 +110,9 @@ def train_command(loss, gamma, alpha, eps, lam, data, model, recipe, epochs, bat
         augment=augment or "auto", device=device, amp=amp, compile=compile_,
     )
     console = render.stderr_console()
+    if not _main_process():  # torchrun: the other ranks train in silence; rank 0 reports for all
+        train(config, run_dir, resume=resume, force=force)
+        return
 
     def on_epoch(record, total):
         console.print(
@@ -119,6 +124,20 @@ def train_command(loss, gamma, alpha, eps, lam, data, model, recipe, epochs, bat
     with render.progress_bar("training") as progress:
         result = train(config, run_dir, resume=resume, force=force, progress=progress, on_epoch=on_epoch)
     _report(result)
+
+
+def _main_process() -> bool:
+    """False in a process that torchrun started with a rank other than 0 (``RANK`` or ``LOCAL_RANK``
+    set and not 0): only rank 0 prints the progress, the epochs and the final table."""
+    import os
+
+    for name in ("RANK", "LOCAL_RANK"):
+        try:
+            if int(os.environ.get(name, "0")) != 0:
+                return False
+        except ValueError:  # not torchrun's
+            pass
+    return True
 
 
 def _report(result) -> None:

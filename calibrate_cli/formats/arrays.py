@@ -130,6 +130,10 @@ def _bf16(path: Path, entry: dict, data_start: int, shape: tuple, label: str, na
     if end - begin != 2 * count or begin < 0 or data_start + end > os.path.getsize(path):
         raise InputError(f"{label}: tensor {name!r}: its data does not fit the file: truncated or corrupt")
     raw = np.memmap(path, dtype="<u2", mode="r", offset=data_start + begin, shape=(count,)) if count else np.empty(0, "<u2")
+    if count:
+        from ..pages import watch_mapped
+
+        watch_mapped(raw, label)  # truncated while read: one line and exit 2, not SIGBUS
     out = np.empty(count, dtype=np.float32)
     step = rows_per_block(4) if count else 1
     for start in range(0, count, step):  # bfloat16 is the high half of a float32: exact
@@ -138,6 +142,25 @@ def _bf16(path: Path, entry: dict, data_start: int, shape: tuple, label: str, na
 
 
 # ----------------------------------------------------------------------------------------- HDF5
+def _check_link(f, key: str, label: str, h5py) -> None:
+    """Refuse a key that is an external link (to another file: calib reads the file it is given) or a
+    soft link to nothing, naming where it points; a soft link to a dataset of the file is followed."""
+    try:
+        link = f.get(key, getlink=True)
+    except (KeyError, ValueError, OSError):  # a path through a missing group: "no array named" below
+        return
+    if isinstance(link, h5py.ExternalLink):
+        raise InputError(
+            f"{label}: {key!r} is an external link to {link.filename}:{link.path}; calib reads datasets of the "
+            f"file it is given: give {link.filename}:{link.path}"
+        )
+    if isinstance(link, h5py.SoftLink):
+        try:
+            f[key]
+        except KeyError:  # "in" says True for a dangling link: only opening it tells
+            raise InputError(f"{label}: {key!r} is a soft link to {link.path}, which does not exist in the file") from None
+
+
 def load_hdf5(path: Path, key: str | None, label: str) -> np.ndarray:
     """One dataset of an HDF5 file (``file.h5:/group/dataset``), read in blocks of rows."""
     h5py = require("h5py", label, "HDF5 files", "hdf5")
@@ -151,6 +174,10 @@ def load_hdf5(path: Path, key: str | None, label: str) -> np.ndarray:
             f.visititems(lambda name, obj: datasets.append("/" + name) if isinstance(obj, h5py.Dataset) else None)
             if key is not None and key and not key.startswith("/"):
                 key = "/" + key
+            if key and key not in datasets:  # visititems skips links: a soft link is followed inside the file
+                _check_link(f, key, label, h5py)
+                if key in f and isinstance(f.get(key), h5py.Dataset):
+                    datasets.append(key)
             if key is not None and key in f and not isinstance(f[key], h5py.Dataset):
                 raise InputError(f"{label}: {key!r} is a group, not a dataset (datasets: {_names(datasets)})")
             name = pick_key(datasets, key, label, path, "datasets")
@@ -279,4 +306,42 @@ def load_zarr(path: Path, key: str | None, label: str) -> np.ndarray:
     except MemoryError:
         raise
     except Exception as exc:
+        _settle_zarr_reads()
         raise InputError(f"{label}: truncated or corrupt Zarr store ({one_line(exc)})") from None
+
+
+#: seconds to wait for zarr's pending chunk reads to end once cancelled (:func:`_settle_zarr_reads`)
+ZARR_SETTLE_S = 5
+
+
+def _settle_zarr_reads(timeout: float = ZARR_SETTLE_S) -> None:
+    """After a chunk failed a read: cancel the tasks still pending on zarr's event loop (the reads of
+    the other chunks; zarr's gather does not stop them) and wait until they have ended. A process that
+    exits first destroys them pending, and asyncio printed "Task was destroyed but it is pending!"
+    and "Event loop is closed" tracebacks, thousands of lines for a large store, after calib's
+    one-line error. calib reads its inputs one at a time, so these are the failed read's own chunks;
+    a program reading other Zarr arrays in other threads at that moment would see those reads
+    cancelled too."""
+    import asyncio
+
+    try:
+        from zarr.core import sync
+    except ImportError:  # pragma: no cover - another zarr
+        return
+    loop = (getattr(sync, "loop", None) or [None])[0]
+    if loop is None or loop.is_closed() or not loop.is_running():
+        return
+
+    async def settle():
+        while True:
+            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()]
+            if not others:
+                return
+            for task in others:
+                task.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
+
+    try:
+        asyncio.run_coroutine_threadsafe(settle(), loop).result(timeout)
+    except Exception:  # noqa: BLE001 - still running after the timeout: the error is said all the same
+        pass

@@ -11,6 +11,7 @@ the grid curves of ECE and NLL against T on the validation set; nothing is recom
 from __future__ import annotations
 
 import datetime as _datetime
+import os
 from dataclasses import dataclass, field
 
 from .._version import __version__
@@ -20,7 +21,7 @@ from ..metrics import DEFAULT_N_BINS
 from ..predictions import InputKind, Predictions, as_predictions
 from ..temperature import DEFAULT_GRID, TemperatureFit, fit_temperature
 
-__all__ = ["InputFile", "CalibrationReport", "build_report", "REPORT_SEARCHES"]
+__all__ = ["InputFile", "CalibrationReport", "build_report", "report_time", "REPORT_SEARCHES"]
 
 #: the temperature searches a report fits (a temperature: one number, the curve's x axis)
 REPORT_SEARCHES = ("grid", "nll")
@@ -49,7 +50,7 @@ class CalibrationReport:
                   (None where undefined, e.g. the NLL of probabilities with a 0 on the true class)
     n_validation, n_test  sample counts (n_test None without a test set); k the number of classes
     inputs        provenance of the input files (:class:`InputFile`), as the caller gives them
-    created       ISO 8601 time (UTC) the report was made; calib_version the version that made it
+    created       ISO 8601 time (UTC) the report was made (``$SOURCE_DATE_EPOCH`` when set); calib_version the version that made it
     warnings      what the reader must know (fit on the grid's boundary, infinite NLL, ...)
     """
 
@@ -99,8 +100,28 @@ class CalibrationReport:
         }
 
 
-def _now() -> str:
-    return _datetime.datetime.now(_datetime.timezone.utc).replace(microsecond=0).isoformat()
+#: the reproducible-builds variable (reproducible-builds.org/specs/source-date-epoch): when set, the time a report shows
+SOURCE_DATE_EPOCH = "SOURCE_DATE_EPOCH"
+
+
+def report_time(environ=None) -> str:
+    """The time a report shows, ISO 8601 in UTC to the second: ``$SOURCE_DATE_EPOCH`` (seconds since
+    1970-01-01 UTC) when it is set and not empty, so that the same inputs give the same bytes (the
+    reproducible-builds convention), else now. A malformed value is an InputError, as the
+    convention asks (never silently the current time). ``environ``: default ``os.environ``.
+
+    >>> report_time({"SOURCE_DATE_EPOCH": "1700000000"})
+    '2023-11-14T22:13:20+00:00'
+    """
+    value = (os.environ if environ is None else environ).get(SOURCE_DATE_EPOCH, "")
+    if value == "":
+        return _datetime.datetime.now(_datetime.timezone.utc).replace(microsecond=0).isoformat()
+    if not (value.isascii() and value.isdigit()):
+        raise InputError(f"{SOURCE_DATE_EPOCH}={value!r} is not a whole number of seconds since 1970-01-01 UTC")
+    try:
+        return _datetime.datetime.fromtimestamp(int(value), _datetime.timezone.utc).isoformat()
+    except (OverflowError, OSError, ValueError):
+        raise InputError(f"{SOURCE_DATE_EPOCH}={value} is beyond the dates a report can show") from None
 
 
 def _curve(fit: TemperatureFit, validation: Predictions, objective: str, grid, n_bins, compat, input_kind, names):
@@ -153,7 +174,8 @@ def build_report(
     ``n_bins``, ``compat`` as in ``evaluate``. ``bootstrap=B`` puts intervals on the metrics before
     and after (the same resamples for both: ``ci_level``, ``ci_method``, ``seed``, ``device``,
     ``bootstrap_metrics`` as in ``evaluate``). ``inputs``: :class:`InputFile` provenance to show;
-    ``created``: the time to show (default now, UTC); ``names``: the four inputs' names in errors.
+    ``created``: the time to show (default :func:`report_time`: ``$SOURCE_DATE_EPOCH`` when set, else
+    now, UTC); ``names``: the four inputs' names in errors.
 
     The ECE and NLL curves are those of the validation set over ``grid`` whatever the search, with
     the fitted T marked on them by the renderer.
@@ -221,6 +243,6 @@ def build_report(
         input_kind=input_kind,
         compat=fit.compat,
         inputs=tuple(inputs),
-        created=created or _now(),
+        created=created or report_time(),
         warnings=tuple(warnings),
     )

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..plots import (
     ACCURACY_COLOR,
+    FIGURE_METADATA,
     OVER_COLOR,
     UNDER_COLOR,
     ReliabilityDiagram,
@@ -29,6 +30,7 @@ from ..plots import (
     _percent_formatter,
     comparison_figure,
     fit_titles,
+    reproducible_figure_output,
 )
 
 __all__ = [
@@ -55,7 +57,7 @@ def _format_t(t: float) -> str:
 
 def _interval(report, name: str):
     ci = report.intervals.get(name)
-    return None if ci is None else (ci.low, ci.high)
+    return None if ci is None else (ci.clipped_low, ci.clipped_high)  # as the tables show it
 
 
 def reliability_figure(report):
@@ -237,7 +239,8 @@ def svg_text(fig, prefix: str, *, title: str | None = None) -> str:
     import html
 
     buffer = _io.StringIO()
-    fig.savefig(buffer, format="svg", metadata={"Date": None})
+    with reproducible_figure_output():  # ids from the content, not random: the same page, the same bytes
+        fig.savefig(buffer, format="svg", metadata=FIGURE_METADATA["svg"])
     text = buffer.getvalue()
     start = text.index("<svg")
     text = text[start:]

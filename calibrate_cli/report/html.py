@@ -15,6 +15,7 @@ import html
 import math
 from string import Template
 
+from ..bootstrap.intervals import CLIPPED_MARK, EXCLUDES_MARK, MARK_NOTES, method_label, methods_note
 from ..evaluate import conventions
 from ..metric_registry import METRICS
 from .core import CalibrationReport
@@ -57,13 +58,28 @@ def _exact(value) -> str:
 
 
 def _interval_cell(name: str, ci) -> str:
+    """The interval as shown: clipped to the metric's range, † when it excludes its estimate, ‡ when
+    clipped; ``data-low``/``data-high`` keep the raw ends (as the JSON), ``data-clipped`` says which."""
     if ci is None:
         return '<td class="ci"></td>'
-    flag = "" if ci.contains_point else ' <span class="flag" title="the interval excludes the estimate">†</span>'
+    flag = "" if ci.contains_point else f' <span class="flag" title="{esc(MARK_NOTES[EXCLUDES_MARK])}">{EXCLUDES_MARK}</span>'
+    if ci.clipped:
+        flag += f' <span class="flag clipped" title="{esc(_clipped_title(name, ci))}">{CLIPPED_MARK}</span>'
     return (
-        f'<td class="ci" data-metric="{esc(name)}" data-low="{_exact(ci.low)}" data-high="{_exact(ci.high)}">'
-        f"[{esc(format_metric(name, ci.low))}, {esc(format_metric(name, ci.high))}]{flag}</td>"
+        f'<td class="ci" data-metric="{esc(name)}" data-low="{_exact(ci.low)}" data-high="{_exact(ci.high)}" '
+        f'data-clipped="{str(ci.clipped).lower()}">'
+        f"[{esc(format_metric(name, ci.clipped_low))}, {esc(format_metric(name, ci.clipped_high))}]{flag}</td>"
     )
+
+
+def _clipped_title(name: str, ci) -> str:
+    """``the interval reached [-0.1758, 0.5018]: shown clipped to the metric's range [0, inf)``."""
+    spec = _SPECS.get(name)
+    where = f" {spec.range_text()}" if spec is not None else ""
+    raw = f"[{format_metric(name, ci.low)}, {format_metric(name, ci.high)}]"
+    if spec is not None and not spec.percent:  # 4 decimals hide what sets a Brier of 1e-5 apart
+        raw = f"[{ci.low:.4g}, {ci.high:.4g}]"
+    return f"the interval reached {raw}: shown clipped to the metric's range{where}"
 
 
 def _better(name: str, before, after) -> str:
@@ -172,7 +188,7 @@ def _provenance(report: CalibrationReport) -> str:
         settings.append(("grid", ":".join(f"{g:g}" for g in fit.grid)))
     boot = report.before.bootstrap
     if boot:
-        settings.append(("bootstrap", f"{boot['n_resamples']} resamples, {100 * boot['level']:g}% {boot['method']} "
+        settings.append(("bootstrap", f"{boot['n_resamples']} resamples, {100 * boot['level']:g}% {method_label(boot['method'])} "
                                       f"intervals, seed {boot['seed']}, device {boot['device']}"))
     else:
         settings.append(("bootstrap", "off"))
@@ -340,9 +356,14 @@ def render_html(report: CalibrationReport, *, warnings=None, interval_notes=(), 
     boot = report.before.bootstrap
     metrics_lead = f"The {report.evaluated_on} set at T = 1 (Pre T) and at the fitted T = {t_text} (Post T)."
     if boot:
-        metrics_lead += (f" Intervals: {100 * boot['level']:g}% bootstrap ({boot['method']}, {boot['n_resamples']} "
+        metrics_lead += (f" Intervals: {100 * boot['level']:g}% bootstrap ({method_label(boot['method'])}, {boot['n_resamples']} "
                          "resamples, the same resamples before and after); † marks an interval that excludes its "
-                         "estimate, the bootstrap's sign of a biased metric (docs/bootstrap.md).")
+                         "estimate, the bootstrap's sign of a biased metric (docs/bootstrap.md); ‡ one that reached "
+                         "outside the metric's range (an accuracy above 100 %, an NLL below 0), shown clipped to "
+                         "the range (its raw ends are in the JSON and the cell's data-low/data-high).")
+        methods = methods_note(report.before.intervals, report.after.intervals)
+        if methods:
+            metrics_lead += f" Methods: {methods.removeprefix('intervals: ')}."
     metrics_lead += " Green: better after; red: worse."
     shown = per_class_shown(report)
     if len(shown) < report.k:

@@ -34,6 +34,9 @@ from ..errors import InputError
 DATA_KINDS = ("digits", "imagefolder", "npz", "cifar10")
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 _CIFAR_RECORD = 1 + 3 * 32 * 32
+#: the most classes calib train builds a model for (the output layer and the per-class statistics
+#: grow with K; ImageNet-21k has 21,841)
+MAX_CLASSES = 100_000
 
 
 @dataclass(frozen=True)
@@ -165,13 +168,26 @@ def _image_files(folder: Path) -> list[Path]:
 
 
 def _read_image(path: Path, mode: str | None):
+    import warnings
+
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with Image.open(path) as im:
-            if mode is None:
-                mode = "L" if im.mode in ("1", "L", "I", "I;16", "F") else "RGB"
-            arr = np.asarray(im.convert(mode), dtype=np.uint8)
+        with warnings.catch_warnings():
+            # Pillow warns above MAX_IMAGE_PIXELS (89 megapixels) and refuses above twice that: both
+            # are one line naming the file (a training image that large is a mistake or a bomb)
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(path) as im:
+                if mode is None:
+                    mode = "L" if im.mode in ("1", "L", "I", "I;16", "F") else "RGB"
+                arr = np.asarray(im.convert(mode), dtype=np.uint8)
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise InputError(
+            f"{path}: an image of more than {Image.MAX_IMAGE_PIXELS / 1e6:.0f} megapixels, refused as a possible "
+            "decompression bomb (Pillow's limit); training images are small (32x32 for CIFAR-10)"
+        ) from None
+    except MemoryError:
+        raise InputError(f"{path}: out of memory decoding the image") from None
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
         raise InputError(f"{path}: not an image Pillow can read ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
     return (arr[None] if arr.ndim == 2 else arr.transpose(2, 0, 1)), mode
@@ -247,6 +263,13 @@ def _npz(path: Path):
     k = int(max(y_tr.max(), y_te.max())) + 1
     if k < 2:
         raise InputError(f"{path}: the labels hold a single class")
+    if k > MAX_CLASSES:  # labels are class indices: label 2**40 would make a 2**40-class output layer
+        key, y = ("y_train", y_tr) if y_tr.max() >= y_te.max() else ("y_test", y_te)
+        row = int(np.argmax(y))
+        raise InputError(
+            f"{path}: {key} holds the label {int(y[row])} (row {row}), so K = {k} classes; calib train "
+            f"handles at most {MAX_CLASSES} (labels are class indices 0 … K − 1)"
+        )
     return x_tr, y_tr, x_te, y_te, [str(i) for i in range(k)]
 
 

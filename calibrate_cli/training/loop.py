@@ -17,7 +17,7 @@ A run trains ``config.model`` on ``config.data`` with the loss ``config.loss``
                        T fitted on the validation set by ECE), from the evaluation core
 =====================  ===================================================================================
 
-Recipes (SPEC §7): ``paper`` is the reference code's: SGD (momentum 0.9, weight decay 5e-4), lr 0.1,
+Recipes (docs/training.md, "Recipes"): ``paper`` is the reference code's: SGD (momentum 0.9, weight decay 5e-4), lr 0.1,
 ×0.1 at epochs 150 and 250 of 350 (scaled to the run's length), batch 128, random crop (pad 4) and
 horizontal flip, the summed batch loss, gradient-norm clipping at 2. ``fast`` is for small CPU runs:
 AdamW (lr 3e-3, weight decay 5e-4) with a one-cycle schedule (:func:`one_cycle`), batch 64, the same losses.
@@ -77,6 +77,11 @@ RUN_FILES = ("config.json", "checkpoint.pt", "history.csv", "val_logits.npy", "v
              "test_logits.npy", "test_labels.npy", "summary.json")
 HISTORY_COLUMNS = ("epoch", "train_loss", *(f"val_{m}" for m in TRAIN_HISTORY), "lr", "seconds")
 CHECKPOINT_FORMAT = "calib-train-checkpoint-1"
+#: the largest learning rate: the optimiser multiplies float32 (or bfloat16) parameters by it
+MAX_LR = float(np.finfo(np.float32).max)
+#: seeds are 0 … 2**64 − 1 (torch.manual_seed's range; numpy's generators take no negative seed)
+MAX_SEED = 2**64 - 1
+
 #: settings that must match when a run is resumed (device, amp and compile may change)
 RUN_IDENTITY = ("loss", "loss_params", "data", "model", "epochs", "batch_size", "lr", "recipe", "seed", "val_size", "augment")
 
@@ -121,6 +126,13 @@ class TrainConfig:
             raise InputError(f"the batch size must be at least 1 (got {changes['batch_size']})")
         if not (changes["lr"] > 0 and math.isfinite(changes["lr"])):
             raise InputError(f"the learning rate must be a positive number (got {changes['lr']:g})")
+        if changes["lr"] > MAX_LR:
+            raise InputError(
+                f"the learning rate must be at most {MAX_LR:.4g}, the largest float32 (the parameters' type; "
+                f"got {changes['lr']:g})"
+            )
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or not 0 <= self.seed <= MAX_SEED:
+            raise InputError(f"the seed must be a whole number from 0 to 2**64 − 1 (torch's range; got {self.seed!r})")
         if self.augment not in ("auto", "on", "off"):
             raise InputError(f"augment must be auto, on or off (got {self.augment!r})")
         if dataset is not None:
@@ -374,6 +386,8 @@ def train(
     dist = _dist_from_env()
     loss_factory = loss_factory or _default_loss_factory
     run_dir = Path(run_dir)
+    if not resume:
+        config.resolved()  # a bad setting (--seed -1, --lr 1e308) is refused before RUN_DIR is made
     if dist.main:
         run_dir = prepare_run_dir(run_dir, resume=resume, force=force)
     checkpoint = None

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from libm import METRIC_ABS, METRIC_REL
 
 from calibrate_cli.bootstrap import bootstrap, compare
 from calibrate_cli.metric_registry import BOOTSTRAP_DEFAULT
@@ -68,7 +69,11 @@ def test_eval_table_shows_intervals(runner, files):
     paths, _, _ = files
     result = runner.invoke(cli, ["eval", paths["logits"], paths["labels"], "--bootstrap", "30"])
     assert result.exit_code == 0, result.stderr
-    assert "interval" in result.stdout and "90% basic bootstrap" in result.stdout
+    # the default --ci-method auto: basic for the calibration errors, percentile for the means, said under the table
+    assert "interval" in result.stdout and "90% basic/percentile bootstrap" in result.stdout
+    assert "intervals: percentile for Accuracy, Error, NLL" in " ".join(result.stdout.split())
+    basic = runner.invoke(cli, ["eval", paths["logits"], paths["labels"], "--bootstrap", "30", "--ci-method", "basic"])
+    assert "90% basic bootstrap" in basic.stdout and "intervals: " not in basic.stdout
 
 
 @pytest.mark.parametrize(
@@ -365,3 +370,30 @@ def test_ci_method_bca_is_offered_and_recorded(runner, files):
     assert doc["bootstrap"]["method"] == "bca"
     for name, ci in expected.items():
         assert doc["intervals"][name]["low"] == ci.low and doc["intervals"][name]["high"] == ci.high
+
+
+@pytest.mark.parametrize("command", ["eval", "compare"])
+@pytest.mark.parametrize("chosen", ["ace", "classwise_rms_ce", "classwise_ks_ce", "all"])
+def test_bca_gives_intervals_of_the_opt_in_classwise_metrics(runner, files, command, chosen):
+    """Issue #32 item 12: --ci-method bca with ACE / classwise RMS / classwise KS exited 3 (KeyError in
+    the jackknife). Each now gets a BCa interval, the library's, around its estimate's neighbourhood."""
+    paths, logits, labels = files
+    args = _inputs(command, paths) + ["--bootstrap", "60", "--ci-method", "bca", "--bootstrap-metrics", chosen,
+                                      "--format", "json"]
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 0, result.output + result.stderr
+    assert "internal error" not in result.stderr
+    doc = json.loads(result.stdout)
+    names = ["ace", "classwise_rms_ce", "classwise_ks_ce"] if chosen == "all" else [chosen]
+    if command == "eval":
+        expected = bootstrap(logits, labels, n_resamples=60, method="bca", metrics="all" if chosen == "all" else names)
+    else:
+        expected = compare(logits, labels, logits * 2, labels, n_resamples=60, method="bca",
+                           metrics="all" if chosen == "all" else names)
+    for name in names:
+        got = doc["intervals"][name] if command == "eval" else doc["differences"][name]["interval"]
+        ci = expected[name] if command == "eval" else expected.differences[name].interval
+        assert np.isfinite(got["low"]) and got["low"] <= got["high"]
+        assert got["low"] == pytest.approx(ci.low, rel=METRIC_REL, abs=METRIC_ABS)
+        assert got["high"] == pytest.approx(ci.high, rel=METRIC_REL, abs=METRIC_ABS)
+    assert doc["bootstrap"]["method"] == "bca"

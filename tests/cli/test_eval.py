@@ -282,3 +282,67 @@ def test_machine_readable_output_starts_without_rich(tmp_path, fmt, rich_loaded)
     """JSON and CSV reports never import Rich (~50 ms of start-up); the table does."""
     expression = "any(m == 'rich' or m.startswith('rich.') for m in imported)"
     assert after_eval_in_a_fresh_interpreter(tmp_path, expression, "--format", fmt) == str(rich_loaded)
+
+
+# -- issue #32 item 13: the report says which calibration produced it ---------------------------------
+
+
+def test_eval_records_the_calibration_it_applied(runner, data, monkeypatch):
+    folder, logits, labels = data
+    monkeypatch.chdir(folder)
+    vector = {"method": "vector", "k": 4, "vector": {"w": [2.0, 1.0, 1.0, 0.5], "b": [0.0, 0.1, 0.0, 0.0]}}
+    (folder / "v.json").write_text(json.dumps(vector))
+    (folder / "t.json").write_text(json.dumps({"method": "temperature", "k": 4, "temperature": 2.0}))
+
+    def doc(*extra):
+        result = run(runner, "eval", "logits.npy", "labels.npy", "-f", "json", *extra)
+        assert result.exit_code == 0, result.output + result.stderr
+        return json.loads(result.stdout)
+
+    assert doc()["calibration"] is None
+    assert doc("--temperature", "1.5")["calibration"] == {
+        "method": "temperature", "label": "T = 1.5", "temperature": 1.5, "file": None,
+        "calibrator": {"method": "temperature", "k": None, "temperature": 1.5},
+    }
+    got = doc("--temperature", "t.json")["calibration"]
+    assert (got["method"], got["label"], got["temperature"], got["file"]) == ("temperature", "T = 2", 2.0, "t.json")
+    got = doc("--calibrator", "v.json")
+    assert (got["calibration"]["method"], got["calibration"]["temperature"], got["calibration"]["file"]) == (
+        "vector", None, "v.json")
+    assert got["calibration"]["calibrator"]["vector"] == vector["vector"]
+    # the numbers are those of the calibrated logits z·w + b (by hand), which is what the record claims
+    expected = calib.evaluate(logits.astype(np.float64) * np.array(vector["vector"]["w"]) + np.array(vector["vector"]["b"]),
+                              labels).metrics
+    for name, value in expected.items():
+        if value is not None:
+            assert got["metrics"][name] == pytest.approx(value, rel=METRIC_REL, abs=METRIC_ABS), name
+
+
+def test_eval_table_markdown_csv_and_figure_name_the_calibration(runner, data, monkeypatch):
+    folder, _, _ = data
+    monkeypatch.chdir(folder)
+    (folder / "t.json").write_text(json.dumps({"method": "temperature", "k": 4, "temperature": 2.0}))
+    base = ["eval", "logits.npy", "labels.npy"]
+
+    table = run(runner, *base, "--temperature", "t.json")
+    assert table.exit_code == 0, table.stderr
+    assert "15 bins; calibrated: T = 2 from t.json" in " ".join(table.stdout.split())
+    plain = run(runner, *base)
+    assert "calibrated" not in plain.stdout
+
+    md = run(runner, *base, "--temperature", "1.5", "-f", "markdown").stdout
+    assert md.splitlines()[0] == "**Calibrated: T = 1.5**"
+    assert "Calibrated" not in run(runner, *base, "-f", "markdown").stdout
+
+    csv_text = run(runner, *base, "--temperature", "t.json", "-f", "csv").stdout.splitlines()
+    assert csv_text[0] == "metric,value,definition,calibration"
+    assert all(line.endswith(",T = 2 from t.json") for line in csv_text[1:])
+    bins = run(runner, *base, "--temperature", "t.json", "-f", "csv", "--bins").stdout.splitlines()
+    assert bins[0] == "bin,lower,upper,count,mean_confidence,accuracy,gap,calibration"
+    assert len(bins) == 16 and all(line.endswith(",T = 2 from t.json") for line in bins[1:])
+    assert run(runner, *base, "-f", "csv").stdout.splitlines()[0] == "metric,value,definition"
+
+    pytest.importorskip("matplotlib")
+    result = run(runner, *base, "--temperature", "t.json", "--plot", "rel.svg", "-f", "json")
+    assert result.exit_code == 0, result.stderr
+    assert b"calibrated: T = 2 from t.json" in (folder / "rel.svg").read_bytes()

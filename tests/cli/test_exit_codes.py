@@ -169,3 +169,91 @@ def test_stdout_on_a_full_disk_is_exit_2(data, fmt):
 def test_a_gate_failure_is_still_1(runner, data):
     result = run(runner, "eval", data / "s.npy", data / "y.npy", "--fail-above", "ece=0.0001", "-f", "json")
     assert result.exit_code == 1 and json.loads(result.stdout)["gates"][0]["passed"] is False
+
+
+# ------------------------------------------------------------ issue 32: exit codes and messages
+@pytest.mark.parametrize("level", ["nan", "1e-300"])
+def test_a_ci_level_of_nan_or_too_small_is_a_usage_error(runner, data, level):
+    result = run(runner, "eval", data / "s.npy", data / "y.npy", "--bootstrap", "100", "--ci-level", level)
+    assert result.exit_code == 2, (result.exit_code, result.stderr)  # before: 3 (ValueError, ZeroDivisionError)
+    assert "--ci-level" in result.stderr and "internal error" not in result.stderr
+
+
+def test_calib_debug_shows_the_traceback_but_keeps_exit_2(runner, data):
+    result = runner.invoke(cli, ["eval", str(data / "s.npy"), str(data / "missing.npy")], env={"CALIB_DEBUG": "1"})
+    assert result.exit_code == 2, (result.exit_code, result.stderr)  # before: 1, as if a gate had failed
+    assert "Traceback" in result.stderr and "missing.npy: no such file" in result.stderr.splitlines()[-1]
+
+
+def test_calib_debug_keeps_exit_3_for_a_bug(runner, data, monkeypatch):
+    import calibrate_cli.cli.eval as eval_module
+
+    monkeypatch.setattr(eval_module, "evaluate", lambda *a, **k: 1 / 0)
+    result = runner.invoke(cli, ["eval", str(data / "s.npy"), str(data / "y.npy")], env={"CALIB_DEBUG": "1"})
+    assert result.exit_code == 3 and "ZeroDivisionError" in result.stderr  # before: 1
+
+
+def test_an_output_name_ending_in_a_slash_is_refused(runner, data):
+    result = run(runner, "eval", data / "s.npy", data / "y.npy", "-o", f"{data / 'x.json'}/")
+    assert result.exit_code == 2 and "trailing '/'" in result.stderr, result.stderr  # before: 0, wrote x.json
+    assert not (data / "x.json").exists()
+
+
+def test_a_thread_that_cannot_start_is_exit_2(runner, data, monkeypatch):
+    import threading
+
+    def refuse(self):
+        raise RuntimeError("can't start new thread")  # what a tight `ulimit -v` gives
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    monkeypatch.setenv("CALIB_THREADS", "2")
+    result = run(runner, "eval", data / "s.npy", data / "y.npy", "--bootstrap", "200")
+    text = one_line(result.stderr, result.exit_code, 2)  # before: 3, "internal error: RuntimeError"
+    assert "cannot start a thread" in text and "ulimit" in text
+
+
+def test_out_of_memory_names_the_inputs(runner, data, monkeypatch):
+    import calibrate_cli.cli.eval as eval_module
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(eval_module, "evaluate", exhausted)
+    result = run(runner, "eval", data / "s.npy", data / "y.npy")
+    text = one_line(result.stderr, result.exit_code, 2)
+    assert "out of memory" in text and "s.npy" in text and "y.npy" in text  # before: no file named
+
+
+def test_an_ascii_terminal_gets_an_ascii_error_line(data):
+    result = calib("eval", data / "s.npy", data / "nonexistent_é−.npy", env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    text = one_line(result.stderr.decode("ascii"), result.returncode, 2)  # before: raw UTF-8 bytes
+    assert "nonexistent_??.npy: no such file" in text
+    usage = calib("eval", data / "s.npy", data / "y.npy", "--n-bins", "١٥", env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    assert usage.returncode == 2 and "'??' is not a whole number" in usage.stderr.decode("ascii")
+
+
+#: Ctrl-C while `calib` imports its modules (its first 50-150 ms): SIGINT arrives during the import
+#: of calibrate_cli.binning, the package's first heavy import (numpy)
+INTERRUPTED_WHILE_IMPORTING = """
+import os, signal, sys
+sys.argv[0] = "calib"
+
+class Interrupt:
+    def find_spec(self, name, path=None, target=None):
+        if name == "calibrate_cli.binning":
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, Interrupt())
+from calibrate_cli.cli import main
+main()
+"""
+
+
+def test_ctrl_c_while_importing_exits_130_quietly(data):
+    done = subprocess.run([sys.executable, "-c", INTERRUPTED_WHILE_IMPORTING, "eval", str(data / "s.npy")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 130 and done.stderr == "", (done.returncode, done.stderr)  # before: a traceback
+    debug = subprocess.run([sys.executable, "-c", INTERRUPTED_WHILE_IMPORTING, "eval", str(data / "s.npy")],
+                           capture_output=True, text=True, timeout=120, env={**os.environ, "CALIB_DEBUG": "1"})
+    assert "KeyboardInterrupt" in debug.stderr  # CALIB_DEBUG keeps Python's traceback

@@ -305,3 +305,51 @@ def test_method_all_says_when_no_method_beats_the_uncalibrated_model(runner):
     assert doc["selection"]["values"]["temperature"] == uncalibrated  # T never changes the argmax
     assert max(v for v in doc["selection"]["values"].values()) == uncalibrated
     assert any(w.startswith("no method improves the uncalibrated accuracy under cross-validation") for w in doc["warnings"])
+
+
+def test_probabilities_of_exactly_0_or_1_are_clipped(runner, tmp_path):
+    """Issue #33 item 3: Platt and beta refused a probability of exactly 0 or 1 (a random forest's), and
+    `--method all` skipped vector, matrix, dirichlet and ensemble_ts. They are clipped to ε = float64's
+    machine epsilon, as betacal does (np.clip(p, eps, 1 - eps)); the fit says so on stderr."""
+    from scipy.optimize import minimize
+
+    rng = np.random.default_rng(3)
+    n = 400
+    p1 = rng.beta(0.6, 0.6, n)
+    p1[:40] = rng.integers(0, 2, 40)  # leaves of a forest: exactly 0 or 1
+    y = (rng.random(n) < 0.15 + 0.7 * p1).astype(int)
+    np.save(tmp_path / "p.npy", np.stack([1 - p1, p1], axis=1))
+    np.save(tmp_path / "y.npy", y)
+    eps = np.finfo(np.float64).eps
+    q = np.clip(p1, eps, 1 - eps)
+
+    def nll(m):
+        return float(np.mean(np.logaddexp(0.0, -(2 * y - 1) * m)))
+
+    s = np.log(q) - np.log1p(-q)
+    expected = {
+        "platt": minimize(lambda t: nll(t[0] * s + t[1]), [1.0, 0.0], method="BFGS", options={"gtol": 1e-10}).x,
+        "beta": minimize(lambda t: nll(t[0] * np.log(q) - t[1] * np.log1p(-q) + t[2]), [1.0, 1.0, 0.0],
+                         method="L-BFGS-B", bounds=[(0, None), (0, None), (None, None)],
+                         options={"ftol": 1e-15, "gtol": 1e-10}).x,
+    }
+    for method, params in expected.items():
+        out = tmp_path / f"{method}.json"
+        r = runner.invoke(cli, ["fit", str(tmp_path / "p.npy"), str(tmp_path / "y.npy"), "--probs", "--method", method,
+                                "-o", str(out)])
+        assert r.exit_code == 0, r.stderr
+        assert "probabilities of exactly 0 clipped to ε = 2.22e-16" in r.stderr
+        saved = json.loads(out.read_text())["calibration"][method]
+        assert list(saved.values()) == pytest.approx(list(params), abs=1e-5)
+    # K = 3 with zeros: no method is skipped for them any more
+    p3 = rng.dirichlet([0.5, 0.5, 0.5], n)
+    p3[:30] = np.eye(3)[rng.integers(0, 3, 30)]
+    np.save(tmp_path / "p3.npy", p3)
+    np.save(tmp_path / "y3.npy", np.array([rng.choice(3, p=0.8 * row + 0.2 / 3) for row in p3]))
+    r = runner.invoke(cli, ["fit", str(tmp_path / "p3.npy"), str(tmp_path / "y3.npy"), "--probs", "--method", "all",
+                            "-f", "json"])
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert r.stderr.count("clipped to ε") == 1  # once, not once per cross-validation fold
+    assert {"vector", "matrix", "dirichlet", "ensemble_ts"} <= set(doc["methods"])
+    assert not any(name in doc["skipped"] for name in ("vector", "matrix", "dirichlet", "ensemble_ts"))

@@ -76,3 +76,46 @@ def test_eval_on_hostile_input_exits_0_or_2_with_one_line(runner, case, with_lab
             assert after == before, after - before
         else:
             assert after == before | {"report.json"}, after - before
+
+
+# ------------------------------------------------- issue 32: hostile calibration files (--calibrator)
+json_scalar = st.one_of(
+    st.floats(allow_nan=False).map(repr), st.integers(-10, 10).map(str),
+    st.sampled_from(["1e308", "-1e308", "1e-308", "5e-324", "0", "null", "true", '"x"', "1" * 5000, "1." + "1" * 5000]),
+)
+json_document = st.one_of(
+    st.builds(  # a saved calibration with one parameter replaced
+        lambda method, value: {
+            "temperature": '{"method": "temperature", "k": 3, "temperature": %s}' % value,
+            "ensemble_ts": '{"method": "ensemble_ts", "k": 3, "ensemble_ts": {"temperature": %s, "weights": [0.5, 0.5, 0]}}' % value,
+            "vector": '{"method": "vector", "k": 3, "vector": {"w": [%s, 1, 1], "b": [0, 0, 0]}}' % value,
+            "dirichlet": '{"method": "dirichlet", "k": 3, "dirichlet": {"W": [[%s, 0, 0], [0, 1, 0], [0, 0, 1]], "b": [0, 0, 0], "lambda": 0, "mu": 0}}' % value,
+        }[method],
+        st.sampled_from(["temperature", "ensemble_ts", "vector", "dirichlet"]), json_scalar,
+    ),
+    st.integers(1, 200_000).map(lambda depth: "[" * depth + "]" * depth),  # nested past the recursion limit
+    st.text(max_size=100),
+)
+
+
+@settings(max_examples=int(os.environ.get("CALIB_FUZZ_EXAMPLES", "100")) // 2, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(document=json_document, huge=st.booleans())
+def test_eval_with_a_hostile_calibration_file_exits_0_or_2_with_one_line(runner, document, huge):
+    import warnings
+
+    with tempfile.TemporaryDirectory() as folder:
+        folder = Path(folder)
+        rng = np.random.default_rng(0)
+        np.save(folder / "x.npy", rng.normal(size=(30, 3)) * (1e300 if huge else 2.0))
+        np.save(folder / "y.npy", rng.integers(0, 3, 30))
+        (folder / "c.json").write_text(document, encoding="utf-8", errors="surrogatepass")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a raw numpy warning would reach the user
+            result = runner.invoke(cli, ["eval", str(folder / "x.npy"), str(folder / "y.npy"), "--calibrator",
+                                         str(folder / "c.json"), "-f", "json"])
+        assert result.exit_code in (0, 2), (result.exit_code, result.stderr, result.exc_info)
+        assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
+        if result.exit_code == 2:
+            err = result.stderr.strip()
+            assert err.count("\n") == 0 and err.startswith("Error: "), err

@@ -107,6 +107,35 @@ def test_probs_input(runner, data):
     one_line_error(result, "model_a.npy")
 
 
+def test_probs_with_any_calibrator(runner, data):
+    """Issue #33 item 1: `plot --probs --calibrator` was refused ("--temperature scales logits") for
+    every calibrator; now T scales log p (p^(1/T), renormalised), as `eval --probs` does."""
+    import naive_reference as ref  # noqa: E402
+
+    logits, y = np.load(data / "model_a.npy"), np.load(data / "labels.npy")
+    p = np.exp(logits - logits.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    np.save(data / "probs.npy", p)
+    (data / "t.json").write_text(json.dumps({"temperature": 2.0}))
+    q = p ** 0.5
+    q /= q.sum(1, keepdims=True)
+    cases = {"t.svg": ["--calibrator", data / "t.json"], "t15.svg": ["--temperature", "1.5", "--overlay"]}
+    for name, extra in cases.items():
+        result = run(runner, ["plot", data / "probs.npy", data / "labels.npy", "--probs", "-o", data / name, *extra])
+        assert result.exit_code == 0, result.stderr
+    svg = (data / "t.svg").read_bytes()
+    assert b"After: T = 2" in svg
+    assert f"ECE = {100 * ref.ece(p, y):.2f}%".encode() in svg
+    assert f"ECE = {100 * ref.ece(q, y):.2f}%".encode() in svg
+    result = run(runner, ["fit", data / "probs.npy", data / "labels.npy", "--probs", "--method", "isotonic",
+                          "-o", data / "iso.json"])
+    assert result.exit_code == 0, result.stderr
+    result = run(runner, ["plot", data / "probs.npy", data / "labels.npy", "--probs", "--calibrator",
+                          data / "iso.json", "-o", data / "iso.png"])
+    assert result.exit_code == 0, result.stderr
+    assert (data / "iso.png").read_bytes().startswith(PNG)
+
+
 def test_model_names_from_files():
     from calibrate_cli.cli.plot import model_names
 
@@ -128,3 +157,24 @@ def test_eval_plot(runner, data):
     assert result.stdout == ""
     assert run(runner, [*args, "--force"]).exit_code == 0
     one_line_error(run(runner, [*args[:-1], data / "eval.bmp"]), "eval.bmp")
+
+
+@pytest.mark.parametrize("ext", ["svg", "pdf", "png"])
+@pytest.mark.parametrize("command", ["plot", "eval"])
+def test_two_runs_write_the_same_bytes(runner, data, ext, command):
+    """Issue #32 item 14: matplotlib names SVG clip paths and glyphs with random ids unless
+    svg.hashsalt is set, and dates SVG and PDF files: the same inputs must give the same bytes."""
+    import matplotlib
+
+    written = []
+    for name in ("a", "b"):
+        out = data / f"{name}.{ext}"
+        args = ["plot", data / "model_a.npy", data / "labels.npy", "--temperature", "1.5", "-o", out]
+        if command == "eval":
+            args = ["eval", data / "model_a.npy", data / "labels.npy", "--plot", out, "-f", "json"]
+        result = run(runner, args)
+        assert result.exit_code == 0, result.stderr
+        written.append(out.read_bytes())
+    assert written[0] == written[1]
+    assert b"CreationDate" not in written[0] and b"<dc:date>" not in written[0]
+    assert matplotlib.rcParams["svg.hashsalt"] is None  # set while writing only, never globally

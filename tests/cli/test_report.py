@@ -191,6 +191,58 @@ def test_report_bad_input_is_one_line_and_exit_2(runner, tmp_path, args, message
     assert not (tmp_path / "r.html").exists()
 
 
+# -- issue #32 item 14: the same inputs give the same bytes ------------------------------------------------
+
+#: 1700000000 s after 1970-01-01 UTC, by hand: 19675 days (2023-11-14) + 22:13:20
+EPOCH, EPOCH_TIME = "1700000000", "2023-11-14T22:13:20+00:00"
+
+
+def test_two_report_runs_give_the_same_bytes_and_the_epochs_time(runner, tmp_path, monkeypatch):
+    import re
+
+    logits, labels = _data()
+    p = _save(tmp_path, v=logits, y=labels, t=logits[::-1].copy(), ty=labels[::-1].copy())
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", EPOCH)
+    pages = []
+    for name in ("a.html", "b.html"):
+        result = runner.invoke(cli, ["report", p["v"], p["y"], p["t"], p["ty"], "-o", str(tmp_path / name),
+                                     "--bootstrap", "20"])
+        assert result.exit_code == 0, result.stderr
+        pages.append((tmp_path / name).read_bytes())
+    assert pages[0] == pages[1]  # random SVG ids and the clock made every run differ
+    text = pages[0].decode("utf-8")
+    assert set(re.findall(r"\d{4}-\d\d-\d\dT[\d:]+\+00:00", text)) == {EPOCH_TIME}
+    assert text.count(EPOCH_TIME) == 2  # the provenance table and the footer
+    import matplotlib
+
+    assert matplotlib.rcParams["svg.hashsalt"] is None  # set while writing only, never globally
+
+
+@pytest.mark.parametrize("value", ["abc", "1.5", "-1", "１７"])
+def test_report_refuses_a_malformed_source_date_epoch(runner, tmp_path, monkeypatch, value):
+    from cli_helpers import one_line_error
+
+    logits, labels = _data()
+    p = _save(tmp_path, v=logits, y=labels)
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", value)
+    result = runner.invoke(cli, ["report", p["v"], p["y"], "-o", str(tmp_path / "r.html"), "--bootstrap", "0"])
+    one_line_error(result, "SOURCE_DATE_EPOCH", "not a whole number of seconds")
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_report_time_without_source_date_epoch_is_now():
+    import datetime
+
+    from calibrate_cli.report.core import report_time
+
+    assert report_time({"SOURCE_DATE_EPOCH": EPOCH}) == EPOCH_TIME
+    assert report_time({"SOURCE_DATE_EPOCH": "0"}) == "1970-01-01T00:00:00+00:00"
+    before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    for env in ({}, {"SOURCE_DATE_EPOCH": ""}):
+        got = datetime.datetime.fromisoformat(report_time(env))
+        assert before <= got <= datetime.datetime.now(datetime.timezone.utc) and got.utcoffset().total_seconds() == 0
+
+
 def _chromium() -> str | None:
     for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
         found = shutil.which(name)

@@ -156,6 +156,71 @@ def test_unreachable_scheduler_is_one_line(runner, shards, monkeypatch):
     one_line_error(result, "--scheduler tcp://127.0.0.1:9: cannot reach the Dask scheduler")
 
 
+@pytest.mark.parametrize("address, words", [
+    ("garbage", "not HOST:PORT"),                 # before: exit 3, "missing port number"
+    ("tcp://127.0.0.1", "not HOST:PORT"),
+    (":abc", "not HOST:PORT"),                   # before: exit 3, "invalid literal for int()"
+    ("inproc://", "inside this very process"),   # before: exit 3, "not enough values to unpack"
+    ("tls://127.0.0.1:1", "TLS certificates"),   # before: exit 3, TypeError (no ssl_context)
+    ("ucx://127.0.0.1:1", "UCX"),                # before: exit 3, "Can't instantiate abstract class"
+    ("file:///tmp/x", "unknown scheme 'file://'"),
+    ("tcp://127.0.0.1:70000", "not HOST:PORT"),
+])
+def test_a_malformed_scheduler_address_is_one_line(runner, shards, address, words):
+    pytest.importorskip("distributed")
+    if address.startswith("ucx") and __import__("importlib").util.find_spec("distributed_ucxx"):
+        pytest.skip("UCX support is installed")
+    result = run(runner, shards / "preds", shards / "labels", "--engine", "dask", "--scheduler", address)
+    one_line_error(result, f"--scheduler {address}:", words)
+
+
+def _server(answer: bytes):
+    """A local TCP server that accepts connections and sends ``answer`` (nothing: it never answers)."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    held = []
+
+    def serve():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            held.append(conn)
+            if answer:
+                conn.sendall(answer)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server, held
+
+
+@pytest.mark.parametrize("answer, words", [
+    (b"", "no answer within 1 s"),                                            # before: still waiting after 500 s
+    (np.random.default_rng(0).bytes(4096), "not as a Dask scheduler"),   # before: "out of memory"
+])
+def test_a_server_that_is_not_a_scheduler_is_one_line_within_the_timeout(runner, shards, answer, words):
+    import time
+
+    pytest.importorskip("distributed")
+    server, held = _server(answer)
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    try:
+        started = time.monotonic()
+        result = run(runner, shards / "preds", shards / "labels", "--engine", "dask", "--scheduler", address,
+                     "--scheduler-timeout", "1")
+        elapsed = time.monotonic() - started
+    finally:
+        server.close()
+        for conn in held:
+            conn.close()
+    one_line_error(result, f"--scheduler {address}: cannot reach the Dask scheduler", words)
+    assert elapsed < 30, elapsed
+
+
 def test_dask_shard_error_is_one_line_in_a_real_process(shards):
     """No worker log ("Compute Failed", tracebacks) on the real stderr: only calib's line."""
     pytest.importorskip("distributed")

@@ -107,6 +107,55 @@ def test_broken_image_folder_names_the_file(runner, train_env, tmp_path):
     assert "1.jpg: not an image" in result.stderr
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--seed", "-1"], "the seed must be a whole number from 0 to 2**64"),          # before: exit 3, ValueError
+    (["--seed", str(2**64)], "the seed must be a whole number from 0 to 2**64"),
+    (["--lr", "1e308"], "the learning rate must be at most 3.403e+38"),             # before: exit 3, RuntimeError
+])
+def test_seeds_and_learning_rates_out_of_range_are_refused_before_the_run_folder(runner, train_env, tmp_path,
+                                                                                  args, message):
+    result = run(runner, "train", "--loss", "ce", "--data", "digits", "--epochs", "1", *args, "--out", tmp_path / "o")
+    assert result.exit_code == 2, result.stderr
+    assert message in result.stderr and result.stderr.strip().count("\n") == 0, result.stderr
+    assert not (tmp_path / "o").exists()  # before: an empty (or config.json-only) run folder was left
+
+
+def _png_header(width: int, height: int) -> bytes:
+    """A PNG whose header claims width × height grey pixels (Pillow checks the size when it opens it)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)) + chunk(b"IEND", b"")
+
+
+def test_a_decompression_bomb_in_an_image_folder_names_the_file(runner, train_env, tmp_path):
+    pytest.importorskip("PIL")
+    from PIL import Image
+
+    for split in ("train", "test"):
+        for c in ("a", "b"):
+            (tmp_path / "d" / split / c).mkdir(parents=True)
+            Image.fromarray(np.zeros((4, 4), dtype=np.uint8)).save(tmp_path / "d" / split / c / "0.png")
+    (tmp_path / "d" / "train" / "b" / "bomb.png").write_bytes(_png_header(20_000, 20_000))
+    result = run(runner, "train", "--loss", "ce", "--data", f"imagefolder:{tmp_path / 'd'}", "--out", tmp_path / "o")
+    assert result.exit_code == 2, result.stderr  # before: exit 3, "DecompressionBombError"
+    assert "bomb.png: an image of more than" in result.stderr and result.stderr.strip().count("\n") == 0
+
+
+def test_a_huge_training_label_is_refused_naming_the_file(runner, train_env, tmp_path):
+    rng = np.random.default_rng(0)
+    y_train = np.array([0, 1] * 10)
+    y_train[7] = 2**40  # would make a 2**40-class output layer
+    np.savez(tmp_path / "d.npz", x_train=rng.normal(size=(20, 4)).astype(np.float32), y_train=y_train,
+             x_test=rng.normal(size=(6, 4)).astype(np.float32), y_test=np.array([0, 1] * 3))
+    result = run(runner, "train", "--loss", "ce", "--data", f"npz:{tmp_path / 'd.npz'}", "--out", tmp_path / "o")
+    assert result.exit_code == 2, result.stderr
+    assert "d.npz: y_train holds the label 1099511627776 (row 7)" in result.stderr and "at most 100000" in result.stderr
+
+
 def test_without_torch_one_line_with_the_install_command(runner, monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch → ImportError
     result = run(runner, "train", "--loss", "ce", "--data", "digits", "--out", tmp_path / "o")
