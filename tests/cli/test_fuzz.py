@@ -1,14 +1,17 @@
 """Hostile input to ``calib eval`` (issue 20, "Done when"): random bytes, random .npy headers and
 random CSV text. Whatever the input: exit 0 or 2, on 2 exactly one stderr line ``Error: ...``, never
-a traceback, and no file left behind (neither the -o report of a failed run nor a temporary)."""
+a traceback, and no file left behind (neither the -o report of a failed run nor a temporary). Then the
+kinds that used to give a silent wrong number (issue 32): refused in one line, or the right number.
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -119,3 +122,90 @@ def test_eval_with_a_hostile_calibration_file_exits_0_or_2_with_one_line(runner,
         if result.exit_code == 2:
             err = result.stderr.strip()
             assert err.count("\n") == 0 and err.startswith("Error: "), err
+
+
+# ------------------------------------------------- inputs that used to give a silent wrong number (issue 32)
+
+
+def _model(rng, n, k):
+    labels = rng.integers(0, k, n)
+    logits = rng.normal(size=(n, k)) * 2
+    logits[np.arange(n), labels] += 1.5
+    return logits, labels
+
+
+def _one_line_refusal(result, *words):
+    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
+    err = result.stderr.strip()
+    assert err.count("\n") == 0 and err.startswith("Error: "), err
+    for word in words:
+        assert word in err, (word, err)
+
+
+def _probabilities_as_logits(runner, folder, rng, n, k):
+    logits, labels = _model(rng, n, k)
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    np.save(folder / "p.npy", p / p.sum(axis=1, keepdims=True))
+    np.save(folder / "y.npy", labels)
+    _one_line_refusal(runner.invoke(cli, ["eval", str(folder / "p.npy"), str(folder / "y.npy")]),
+                      "p.npy", "look like probabilities")
+
+
+def _dwarfing_logits(runner, folder, rng, n, k):
+    logits, labels = _model(rng, n, k)
+    logits[:, rng.integers(0, k)] = float(rng.choice([3e17, 1e300, 1e308]))
+    np.save(folder / "z.npy", logits)
+    np.save(folder / "y.npy", labels)
+    result = runner.invoke(cli, ["eval", str(folder / "z.npy"), str(folder / "y.npy"), "-f", "json"])
+    assert result.exit_code == 0, result.stderr
+    ranks = [(row > row[y]).sum() + ((row == row[y]) & (np.arange(k) < y)).sum() for row, y in zip(logits, labels)]
+    assert json.loads(result.stdout)["metrics"]["top5_accuracy"] == np.mean(np.array(ranks) < 5)
+
+
+def _index_column(runner, folder, rng, n, k):
+    logits, labels = _model(rng, n, k)
+    name = str(rng.choice(["id", "index", "ID", "row"]))
+    header = ",".join([name] + [f"logit_{j}" for j in range(k)] + ["label"])
+    lines = [",".join([str(i)] + [repr(float(v)) for v in row] + [str(y)]) for i, (row, y) in enumerate(zip(logits, labels))]
+    (folder / "preds.csv").write_text(header + "\n" + "\n".join(lines) + "\n")
+    _one_line_refusal(runner.invoke(cli, ["eval", str(folder / "preds.csv"), "--labels", "label"]), "preds.csv", name)
+
+
+def _numbered_shards(runner, folder, rng, n, k):
+    logits, labels = _model(rng, n, k)
+    (folder / "x").mkdir()
+    (folder / "y").mkdir()
+    parts = np.array_split(np.arange(n), 11)
+    for i, rows in enumerate(parts, start=1):
+        np.save(folder / "x" / f"x_{i}.npy", logits[rows])
+        np.save(folder / "y" / f"y_{i:02d}.npy", labels[rows])
+    np.save(folder / "all.npy", logits)
+    np.save(folder / "all_y.npy", labels)
+    sharded = runner.invoke(cli, ["eval", str(folder / "x"), str(folder / "y"), "-f", "json"])
+    whole = runner.invoke(cli, ["eval", str(folder / "all.npy"), str(folder / "all_y.npy"), "-f", "json"])
+    assert sharded.exit_code == 0 and whole.exit_code == 0, sharded.stderr + whole.stderr
+    assert json.loads(sharded.stdout)["metrics"]["accuracy"] == json.loads(whole.stdout)["metrics"]["accuracy"]
+
+
+def _missing_zarr_chunk(runner, folder, rng, n, k):
+    zarr = pytest.importorskip("zarr")
+    logits, labels = _model(rng, n, k)
+    root = zarr.open_group(str(folder / "run.zarr"), mode="w")
+    root.create_array("logits", data=logits, chunks=(8, k))
+    root.create_array("labels", data=labels, chunks=(16,))
+    chunks = sorted(p for p in (folder / "run.zarr" / "logits").rglob("*") if p.is_file() and p.name != "zarr.json")
+    chunks[int(rng.integers(0, len(chunks)))].unlink()
+    _one_line_refusal(runner.invoke(cli, ["eval", f"{folder / 'run.zarr'}:logits", f"{folder / 'run.zarr'}:labels"]),
+                      "run.zarr")
+
+
+SILENT_BEFORE = [_probabilities_as_logits, _dwarfing_logits, _index_column, _numbered_shards, _missing_zarr_chunk]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kind=st.sampled_from(SILENT_BEFORE), n=st.integers(24, 120), k=st.integers(6, 12), seed=st.integers(0, 2**32 - 1))
+def test_inputs_that_were_silently_wrong_are_refused_or_right(runner, kind, n, k, seed):
+    """Probabilities taken for logits, dwarfing logits, index columns, numbered shards and Zarr chunks
+    that are gone: each is refused in one line naming the file, or gives the right number."""
+    with tempfile.TemporaryDirectory() as folder:
+        kind(runner, Path(folder), np.random.default_rng(seed), n, k)
