@@ -16,8 +16,14 @@ from calibrate_cli.calibrators import CALIBRATORS, fit, load_calibrator
 from calibrate_cli.calibrators.bbq import BBQCalibration, bbq_bin_counts, bbq_fit
 
 
-def naive_bbq(scores, positive, x):
-    """q(x) for one binary problem, by plain loops (lgamma, sorted lists)."""
+def _lgamma_terms(count, hits, size, a, c):
+    """A bin's log marginal likelihood, Γ(N')/Γ(n + N') · Γ(k + α)/Γ(α) · Γ(n − k + β)/Γ(β), by lgamma."""
+    return (math.lgamma(size) - math.lgamma(count + size) + math.lgamma(hits + a) - math.lgamma(a)
+            + math.lgamma(count - hits + c) - math.lgamma(c))
+
+
+def naive_bbq(scores, positive, x, bin_log_score=_lgamma_terms):
+    """q(x) for one binary problem, by plain loops (sorted lists; each bin's log score by ``bin_log_score``)."""
     s = sorted(float(v) for v in scores)
     n = len(s)
     low = max(1, math.floor(n ** (1 / 3) / 10))
@@ -34,24 +40,21 @@ def naive_bbq(scores, positive, x):
         def bin_of(v):
             return sum(1 for e in interior if e <= v)
 
-        count = [0] * b_count
-        hits = [0] * b_count
+        count, hits = [0] * b_count, [0] * b_count
         for v, yv in zip(scores, positive):
             count[bin_of(v)] += 1
             hits[bin_of(v)] += int(yv)
         size = 2.0 / b_count
-        log_score = 0.0
-        theta = []
+        log_score, theta = 0.0, []
         for b in range(b_count):
             prior = (edges[b] + edges[b + 1]) / 2
             a, c = size * prior, size * (1 - prior)
-            log_score += (math.lgamma(size) - math.lgamma(count[b] + size) + math.lgamma(hits[b] + a) - math.lgamma(a)
-                          + math.lgamma(count[b] - hits[b] + c) - math.lgamma(c))
+            log_score += bin_log_score(count[b], hits[b], size, a, c)
             theta.append((hits[b] + a) / (count[b] + a + c))
         logs.append(log_score)
         predictions.append([theta[bin_of(v)] for v in x])
     top = max(logs)
-    weights = [math.exp(v - top) for v in logs]
+    weights = [math.exp(v - top) if v > -math.inf else 0.0 for v in logs]
     total = sum(weights)
     return [sum(w * p[i] for w, p in zip(weights, predictions)) / total for i in range(len(x))]
 
@@ -139,43 +142,15 @@ def _log_rising_by_product(c, a):
     return sum(math.log(a + j) if a + j > 0 else -math.inf for j in range(int(c)))
 
 
+def _product_terms(count, hits, size, a, c):
+    """The same log score with the Beta terms as rising factorials: Γ(N')/Γ(n + N') = 1 / [N' (N' + 1) ⋯]."""
+    return (-_log_rising_by_product(count, size) + _log_rising_by_product(hits, a)
+            + _log_rising_by_product(count - hits, c))
+
+
 def naive_bbq_limits(scores, positive, x):
     """naive_bbq with the Beta terms as rising factorials (well defined at α = 0 or β = 0)."""
-    s = sorted(float(v) for v in scores)
-    n = len(s)
-    low = max(1, math.floor(n ** (1 / 3) / 10))
-    high = max(low, min(n, math.ceil(10 * n ** (1 / 3))))
-    logs, predictions = [], []
-    for b_count in range(low, high + 1):
-        interior = []
-        for j in range(1, b_count):
-            pos = j * n / b_count
-            i = int(math.floor(pos))
-            interior.append(s[-1] if i >= n - 1 else s[i] + (pos - i) * (s[i + 1] - s[i]))
-        edges = [0.0] + interior + [1.0]
-
-        def bin_of(v):
-            return sum(1 for e in interior if e <= v)
-
-        count, hits = [0] * b_count, [0] * b_count
-        for v, yv in zip(scores, positive):
-            count[bin_of(v)] += 1
-            hits[bin_of(v)] += int(yv)
-        size = 2.0 / b_count
-        log_score, theta = 0.0, []
-        for b in range(b_count):
-            prior = (edges[b] + edges[b + 1]) / 2
-            a, c = size * prior, size * (1 - prior)
-            # Γ(N'/B)/Γ(n + N'/B) = 1 / [N'/B (N'/B + 1) ⋯]: the same product form
-            log_score += -_log_rising_by_product(count[b], size) + _log_rising_by_product(hits[b], a) \
-                + _log_rising_by_product(count[b] - hits[b], c)
-            theta.append((hits[b] + a) / (count[b] + a + c))
-        logs.append(log_score)
-        predictions.append([theta[bin_of(v)] for v in x])
-    top = max(logs)
-    weights = [math.exp(v - top) if v > -math.inf else 0.0 for v in logs]
-    total = sum(weights)
-    return [sum(w * p[i] for w, p in zip(weights, predictions)) / total for i in range(len(x))]
+    return naive_bbq(scores, positive, x, _product_terms)
 
 
 def test_the_product_form_reference_equals_the_paper_loop_where_both_are_defined():
