@@ -370,6 +370,9 @@ def report_from_summary(
     its confidences may be sorted in place (:func:`~calibrate_cli.metrics.summary_sums`): one (N,)
     float64 array less at the peak, the same numbers."""
     compat = summary.compat
+    # what the scores were taken as: the validated predictions say; else stated, or logits (scores that
+    # looked like probabilities were refused when unstated)
+    input_kind = predictions.input_kind if predictions is not None else (input_kind or "logits")
     if predictions is not None:
         summary = with_optional_sums(summary, predictions, n_bins, _union(metrics, bootstrap_metrics if bootstrap else None))
     conf, correct, keys = summary.confidences, summary.correct, summary.sort_keys

@@ -124,3 +124,16 @@ def test_one_row_that_is_not_a_probability_makes_them_logits():
         calib.ece(p, y)
     p[49] = [0.5, 0.5, 0.5, 0.5]  # the last row sums to 2: these are not probabilities
     assert calib.ece(p, y) == pytest.approx(naive_ece(_softmax(p), y, 15), abs=1e-15)
+
+
+@pytest.mark.parametrize("command", ["eval", "temperature", "fit", "compare"])
+def test_the_json_says_logits_when_no_kind_was_given(runner, model, command):
+    tmp, *_ = model
+    z, y = tmp / "z.npy", tmp / "y.npy"
+    args = [z, y, z, y] if command == "compare" else [z, y]
+    result = run(runner, command, *args, "-f", "json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["inputs"]["input_kind"] == "logits"
+    if command == "eval":
+        assert doc["input_kind"] == "logits"

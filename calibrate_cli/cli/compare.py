@@ -28,7 +28,7 @@ def compare_payload(comparison, paths: dict, input_kind: str, boot: dict | None)
     return {
         "calib_version": __version__,
         "command": "compare",
-        "inputs": {**paths, "input_kind": input_kind},
+        "inputs": {**paths, "input_kind": input_kind or "logits"},
         "bootstrap": boot,
         **comparison.to_dict(),
         "warnings": _warnings(comparison),

@@ -158,7 +158,7 @@ def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_fo
                 warnings += [w for w in report.warnings if w not in warnings]
         info = cal.fit_info_
         payload = {
-            "calib_version": __version__, "command": "fit", "inputs": {**inputs, "input_kind": input_kind},
+            "calib_version": __version__, "command": "fit", "inputs": {**inputs, "input_kind": input_kind or "logits"},
             "n_bins": n_bins, "conventions": conventions(compat), "method": method,
             "fit": {"objective": info.objective, "value": info.value, "at_identity": info.at_identity,
                     "solver": info.solver},

@@ -36,7 +36,7 @@ def ood_payload(result, before, calibrator, inputs: dict, input_kind: str, warni
     return {
         "calib_version": __version__,
         "command": "ood",
-        "inputs": {**inputs, "input_kind": input_kind},
+        "inputs": {**inputs, "input_kind": input_kind or "logits"},
         **result.to_dict(),
         "temperature": None if calibrator is None else calibrator.temperature,
         "calibration": None if calibrator is None else calibrator.to_dict(),

@@ -204,7 +204,7 @@ def table_payload(rows, models, input_kind: str, n_bins: int, compat, warnings: 
     return {
         "calib_version": __version__,
         "command": "table",
-        "input_kind": input_kind,
+        "input_kind": input_kind or "logits",
         "n_bins": n_bins,
         "conventions": conventions(compat),
         "metrics": list(TABLE_METRICS),

@@ -90,7 +90,7 @@ def temperature_payload(fit, sets: dict, inputs: dict, input_kind: str, warnings
     return {
         "calib_version": __version__,
         "command": "temperature",
-        "inputs": {**inputs, "input_kind": input_kind},
+        "inputs": {**inputs, "input_kind": input_kind or "logits"},
         "n_bins": fit.n_bins,
         "conventions": conventions(fit.compat),
         "temperature": fit.temperature,

@@ -240,7 +240,7 @@ def build_report(
         n_test=None if test is None else test.n,
         k=validation.k,
         n_bins=n_bins,
-        input_kind=input_kind,
+        input_kind=validation.input_kind,
         compat=fit.compat,
         inputs=tuple(inputs),
         created=created or report_time(),

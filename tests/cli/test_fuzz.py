@@ -1,7 +1,7 @@
-"""Hostile input to ``calib eval`` (issue 20, "Done when"): random bytes, random .npy headers and
+"""Hostile input to ``calib eval``: random bytes, random .npy headers and
 random CSV text. Whatever the input: exit 0 or 2, on 2 exactly one stderr line ``Error: ...``, never
 a traceback, and no file left behind (neither the -o report of a failed run nor a temporary). Then the
-kinds that used to give a silent wrong number (issue 32): refused in one line, or the right number.
+kinds that used to give a silent wrong number: refused in one line, or the right number."""
 
 from __future__ import annotations
 
