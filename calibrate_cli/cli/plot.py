@@ -159,9 +159,9 @@ def plot_command(
     model_names(sources, names)  # checks the --name count early
     score_array, label_array, labels_name = load_inputs(scores, labels, label_col)
     others = [(*load_inputs(s, l, None)[:2], s, l) for s, l in compare]
-    for array, name in [(score_array, scores)] + [(other[0], other[2]) for other in others]:
-        kind = resolve_input_kind(array, input_kind, name)  # every model's scores: not probabilities taken as logits
-    input_kind = kind
+    for other in others:  # every model's scores: never probabilities taken as logits
+        resolve_input_kind(other[0], input_kind, other[2])
+    input_kind = resolve_input_kind(score_array, input_kind, scores)
     names_ = [escape_mathtext(name) for name in model_names(sources, names)]  # shown literally ($ is not math)
     title = escape_mathtext(title)
     common = dict(input_kind=input_kind, n_bins=n_bins)
