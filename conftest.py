@@ -49,9 +49,9 @@ def _has(module: str) -> bool:
 
 
 collect_ignore = [] if _has("torch") else [
-    "calibrate_cli/losses.py", "tests/reference_losses", "tests/train_helpers.py"]
-#: the Triton kernels of calibrate_cli.device_eval import triton (CUDA machines) at module level
-collect_ignore += [] if _has("triton") else ["calibrate_cli/_triton_pass.py"]
+    "calibrate_cli/training/losses.py", "tests/reference_losses", "tests/train_helpers.py"]
+#: the Triton kernels of calibrate_cli.engine.device_eval import triton (CUDA machines) at module level
+collect_ignore += [] if _has("triton") else ["calibrate_cli/engine/triton_pass.py"]
 #: the training room imports torch at module level: without torch its modules are not collected
 collect_ignore_glob = [] if _has("torch") else ["calibrate_cli/training/*.py"]
 

@@ -19,10 +19,10 @@ import time
 import numpy as np
 
 from calibrate_cli.bootstrap import bootstrap
-from calibrate_cli.devices import DEVICES
-from calibrate_cli.metrics import equal_width_bins
-from calibrate_cli.predictions import as_predictions
-from calibrate_cli.summary import summarize
+from calibrate_cli.engine.devices import DEVICES
+from calibrate_cli.metrics.functional import equal_width_bins
+from calibrate_cli.data.predictions import as_predictions
+from calibrate_cli.engine.summary import summarize
 
 
 def data(n: int, k: int, seed: int = 0):

@@ -80,7 +80,7 @@ def main() -> None:
     figures["read_pass_s"] = read
     print(f"one read pass (x.sum(), {gib:.2f} GiB float32): {read * 1e3:.2f} ms = {gib / read:.0f} GiB/s", flush=True)
 
-    from calibrate_cli.device_eval import DEVICE_METRICS
+    from calibrate_cli.engine.device_eval import DEVICE_METRICS
 
     top_label = DEVICE_METRICS
     device_metrics = {}
@@ -101,7 +101,7 @@ def main() -> None:
               f"{t_ece / read:.1f}x", flush=True)
 
         if args.tune:
-            from calibrate_cli import _triton_pass
+            from calibrate_cli.engine import triton_pass as _triton_pass
 
             edges = torch.as_tensor(calib.uniform_edges(15), device="cuda")
             t_exp = cuda_median(lambda: torch.exp(logits.double()).sum(), args.repeat)
@@ -121,7 +121,7 @@ def main() -> None:
                 print(f"  triton bin sums block {block} iters {iters} warps {warps}: {t_b * 1e3:.2f} ms", flush=True)
             del conf, correct
         if args.selection:
-            from calibrate_cli import device_eval
+            from calibrate_cli.engine import device_eval
 
             conf = torch.softmax(logits.double(), dim=1).amax(dim=1)
             ranks = np.unique(np.linspace(0, n - 1, 32).astype(np.int64))

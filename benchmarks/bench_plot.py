@@ -35,8 +35,8 @@ def main() -> None:
     from click.testing import CliRunner
 
     from calibrate_cli.cli import cli
-    from calibrate_cli.io import load_labels, load_scores
-    from calibrate_cli.plots import ReliabilityDiagram, reliability_figure, save_figure
+    from calibrate_cli.data.io import load_labels, load_scores
+    from calibrate_cli.plots.diagram import ReliabilityDiagram, reliability_figure, save_figure
 
     rng = np.random.default_rng(0)
     logits = (rng.normal(size=(args.n, args.k)) * 3).astype(np.float32)

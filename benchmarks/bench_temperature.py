@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from calibrate_cli import ece, fit_temperature
-from calibrate_cli.temperature import apply_temperature, temperature_grid
+from calibrate_cli.calibrators.temperature_fit import apply_temperature, temperature_grid
 
 
 def synthetic(n: int, k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -14,7 +14,7 @@ copied from the host, augmentation on the host left out, which favours the refer
 
 Prints one JSON line per measured variant: ms per step (median of ``--repeats`` timings of
 ``--steps`` steps after ``--warmup`` steps), and the epoch time for 45,000 images (the paper's
-training split) at that rate. Needs torch and calibrate_cli.losses.
+training split) at that rate. Needs torch and calibrate_cli.training.losses.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def main(argv=None):
     ap.add_argument("--reference", action="store_true", help="also time the reference code's step (flsd53 only)")
     args = ap.parse_args(argv)
 
-    from calibrate_cli.losses import make_loss
+    from calibrate_cli.training.losses import make_loss
 
     dev = torch.device("cuda" if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available()) else "cpu")
     cuda = dev.type == "cuda"

@@ -23,15 +23,15 @@ from ._console import quiet_interrupts_while_starting
 quiet_interrupts_while_starting()  # first: Ctrl-C during the imports below ends `calib` quietly (130)
 
 from ._version import __version__  # noqa: E402
-from .binning import BinStats, assign_bins, bin_statistics, equal_mass_edges, uniform_edges
+from .engine.binning import BinStats, assign_bins, bin_statistics, equal_mass_edges, uniform_edges
 from .bootstrap import Comparison, ConfidenceInterval, bootstrap, compare
 from .calibrators import Calibrator, PlattScaling, TemperatureScaling, VectorScaling, load_calibrator
 from .errors import CalibError, FitError, InputError, OutputError
 from .evaluate import EvalReport, evaluate
-from .gates import Gate, GateResult, check_gates
-from .io import load_labels, load_scores
-from .metric_registry import METRICS, MetricSpec
-from .metrics import (
+from .metrics.gates import Gate, GateResult, check_gates
+from .data.io import load_labels, load_scores
+from .metrics.registry import METRICS, MetricSpec
+from .metrics.functional import (
     DEFAULT_N_BINS,
     METRIC_NAMES,
     accuracy,
@@ -49,11 +49,11 @@ from .metrics import (
     top5_accuracy,
 )
 from .ood import OodResult, ood_auroc
-from .plots import ReliabilityDiagram
-from .predictions import Predictions, as_predictions
-from .probabilities import log_softmax, softmax
-from .device_eval import device_metrics
-from .temperature import TemperatureFit, TemperatureScaler, apply_temperature, fit_temperature
+from .plots.diagram import ReliabilityDiagram
+from .data.predictions import Predictions, as_predictions
+from .data.probabilities import log_softmax, softmax
+from .engine.device_eval import device_metrics
+from .calibrators.temperature_fit import TemperatureFit, TemperatureScaler, apply_temperature, fit_temperature
 
 __all__ = [
     "__version__",

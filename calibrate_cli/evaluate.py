@@ -9,15 +9,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .binning import BinStats
+from .engine.binning import BinStats
 from .errors import InputError
-from .metric_registry import METRIC_NAMES, METRICS, sums_needed
-from .parallel import run_together, together
-from .metrics import (DEFAULT_N_BINS, equal_mass_bins, equal_width_bins, metrics_from_summary, order_sums,
+from .metrics.registry import METRIC_NAMES, METRICS, sums_needed
+from .engine.parallel import run_together, together
+from .metrics.functional import (DEFAULT_N_BINS, equal_mass_bins, equal_width_bins, metrics_from_summary, order_sums,
                       with_class_sorted)
-from .predictions import InputKind, Predictions, as_predictions
-from .sorting import sort_by_confidence, sort_packed
-from .summary import PredictionSummary, check_compat, summarize
+from .data.predictions import InputKind, Predictions, as_predictions
+from .engine.sorting import sort_by_confidence, sort_packed
+from .engine.summary import PredictionSummary, check_compat, summarize
 
 __all__ = [
     "EvalReport", "SummarizedData", "evaluate", "conventions", "report_from_summary", "summarize_data", "with_optional_sums",
@@ -33,7 +33,7 @@ class SummarizedData:
     summary: PredictionSummary
 
     def point(self, n_bins: int = DEFAULT_N_BINS) -> dict[str, float | None]:
-        """Every metric's point value (:func:`~calibrate_cli.metrics.metrics_from_summary`)."""
+        """Every metric's point value (:func:`~calibrate_cli.metrics.functional.metrics_from_summary`)."""
         return metrics_from_summary(self.summary, n_bins)
 
 
@@ -51,14 +51,14 @@ def summarize_data(
     device: str | None = None,
     sort_keys: bool = False,
 ) -> SummarizedData:
-    """Validate ``scores``/``labels`` (:func:`~calibrate_cli.predictions.as_predictions`) and make the one
-    summary pass (:func:`~calibrate_cli.summary.summarize`, with the classwise statistics; ``sums_only``:
+    """Validate ``scores``/``labels`` (:func:`~calibrate_cli.data.predictions.as_predictions`) and make the one
+    summary pass (:func:`~calibrate_cli.engine.summary.summarize`, with the classwise statistics; ``sums_only``:
     NLL, Brier and top-5 kept as sums, enough for the metrics but not for resampling), on ``device``.
 
     ``metrics``: names of metrics wanted besides the default ones (or "all"); each class's
     probabilities are sorted (ACE, classwise RMS/KS) only when one of them is among them.
     ``sort_keys``: the pass also packs the keys of the one sort (``summary.sort_keys``) where the
-    steps after it run at once (:func:`~calibrate_cli.parallel.together`)."""
+    steps after it run at once (:func:`~calibrate_cli.engine.parallel.together`)."""
     compat = check_compat(compat)
     predictions = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name,
                                  check_values=False)  # checked by the summary pass, which reads the chunks anyway
@@ -315,11 +315,11 @@ def evaluate(
     from the same validated data and summary pass: ``ci_level``, ``ci_method``, ``seed``,
     ``device`` and ``progress`` as in :func:`calibrate_cli.bootstrap.bootstrap` (None: its defaults);
     ``bootstrap_metrics``: its ``metrics`` (None: all but the per-sample KS-CE and SmoothECE; "all").
-    ``metrics``: metrics wanted besides :data:`~calibrate_cli.metric_registry.DEFAULT_METRICS` (e.g.
+    ``metrics``: metrics wanted besides :data:`~calibrate_cli.metrics.registry.DEFAULT_METRICS` (e.g.
     ``["ace"]``, or "all"); ``report.metrics`` holds the defaults and these.
     ``device`` ("cpu", "cuda", "auto", "torch-cpu"; None: "cpu") also runs the summary pass (softmax,
     NLL, Brier, top-5, bins) there with torch, in float64, equal to the CPU's numbers to rounding
-    (:mod:`calibrate_cli.torch_engine`); ``report.device`` says where it ran. With a bootstrap the
+    (:mod:`calibrate_cli.engine.torch_pass`); ``report.device`` says where it ran. With a bootstrap the
     summary pass stays on the CPU: the resamples are drawn over the samples in confidence order, and
     confidences equal to rounding only could order ties differently — on the CPU every device draws
     the very same samples, so the intervals are the same on every device.
@@ -363,11 +363,11 @@ def report_from_summary(
     consume: bool = False,
 ) -> EvalReport:
     """The :class:`EvalReport` of one summary pass (of one data set, or of merged shards:
-    :mod:`calibrate_cli.shards`). ``bootstrap=B`` also needs the validated ``predictions``;
+    :mod:`calibrate_cli.engine.shards`). ``bootstrap=B`` also needs the validated ``predictions``;
     ``metrics`` as :func:`evaluate`'s (the opt-in classwise metrics need the ``predictions``, or a
     summary that holds their sorted classes). ``summary_device``: where the summary pass ran
     (recorded; None: "cpu"). ``consume`` (no bootstrap): the caller drops ``summary`` afterwards, so
-    its confidences may be sorted in place (:func:`~calibrate_cli.metrics.summary_sums`): one (N,)
+    its confidences may be sorted in place (:func:`~calibrate_cli.metrics.functional.summary_sums`): one (N,)
     float64 array less at the peak, the same numbers."""
     compat = summary.compat
     # what the scores were taken as: the validated predictions say; else stated, or logits (scores that
@@ -395,7 +395,7 @@ def report_from_summary(
         metrics = metrics_from_summary(summary, n_bins, width=width, mass=mass, consume=True)
     else:
         width = equal_width_bins(conf, correct, n_bins, compat=compat)
-        # one sort serves AdaECE's edges, KS-CE and SmoothECE (calibrate_cli.sorting)
+        # one sort serves AdaECE's edges, KS-CE and SmoothECE (calibrate_cli.engine.sorting)
         ordered = sort_by_confidence(summary.confidences, summary.correct)
         mass = equal_mass_bins(summary.confidences, summary.correct, n_bins, compat=compat, sorted_confidences=ordered[0])
         metrics = metrics_from_summary(summary, n_bins, width=width, mass=mass, ordered=ordered)
@@ -447,7 +447,7 @@ def _union(a, b):
 def _resolved(device: str | None) -> str:
     if device is None or device == "cpu":
         return "cpu"
-    from .devices import resolve_device
+    from .engine.devices import resolve_device
 
     return resolve_device(device)
 
@@ -455,7 +455,7 @@ def _resolved(device: str | None) -> str:
 def _bootstrap(data, point, n_bins, n_resamples, level, method, seed, device, progress, metrics=None):
     """Intervals of every metric on the already summarised data, and the settings used."""
     from .bootstrap import DEFAULT_CI_LEVEL, DEFAULT_CI_METHOD, DEFAULT_SEED, bootstrap_prepared
-    from .devices import DEFAULT_DEVICE, resolve_device
+    from .engine.devices import DEFAULT_DEVICE, resolve_device
 
     settings = {
         "n_resamples": n_resamples,

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import InputError
-from .predictions import InputKind, as_predictions
-from .probabilities import to_probabilities
+from .data.predictions import InputKind, as_predictions
+from .data.probabilities import to_probabilities
 
 __all__ = [
     "OOD_SCORES",
@@ -90,7 +90,7 @@ def auroc(in_scores, out_scores) -> float:
 def ood_scores(scores, input_kind: InputKind | None = None, *, scores_name: str = "scores") -> dict[str, np.ndarray]:
     """The uncertainty of every sample, larger = likelier out of distribution: ``{"entropy": H(p),
     "confidence": −max_k p_k}``, from validated ``scores`` ((N, K) logits or probabilities, or a 1-D
-    binary score vector; as :func:`~calibrate_cli.predictions.as_predictions`)."""
+    binary score vector; as :func:`~calibrate_cli.data.predictions.as_predictions`)."""
     p = to_probabilities(_validated(scores, input_kind, scores_name).scores, input_kind)
     return {"entropy": softmax_entropy(p), "confidence": -p.max(axis=1)}
 

@@ -1,5 +1,5 @@
-"""Write calibrate_cli/_exp_table.h: the constants of the C kernel's exp (``exact_exp4`` in
-calibrate_cli/_ckernel.c), which repeats, four values at a time, the float64 operations of the GNU C
+"""Write calibrate_cli/engine/_exp_table.h: the constants of the C kernel's exp (``exact_exp4`` in
+calibrate_cli/engine/_ckernel.c), which repeats, four values at a time, the float64 operations of the GNU C
 library's exp (glibc ≥ 2.28, sysdeps/ieee754/dbl-64/e_exp.c, from Arm's optimized-routines; on x86-64
 CPUs with FMA and AVX2 its ``__exp_fma`` variant) and so returns its bits:
 
@@ -29,7 +29,7 @@ import sys
 from decimal import ROUND_FLOOR, Decimal, getcontext
 from pathlib import Path
 
-HEADER = Path(__file__).resolve().parents[1] / "calibrate_cli" / "_exp_table.h"
+HEADER = Path(__file__).resolve().parents[1] / "calibrate_cli" / "engine" / "_exp_table.h"
 TABLE_BITS = 7
 N = 1 << TABLE_BITS
 #: glibc's e_exp_data.c ``poly`` (C2..C5 of e^r − 1 − r on |r| ≤ ln2/256; abs error 1.555·2^-66)

@@ -27,8 +27,8 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--dpi", type=int, default=110, help="110 keeps the PNG small and sharp on GitHub")
     args = parser.parse_args(argv)
 
-    from calibrate_cli.io import load_labels, load_scores
-    from calibrate_cli.plots import ReliabilityDiagram, reliability_figure, save_figure
+    from calibrate_cli.data.io import load_labels, load_scores
+    from calibrate_cli.plots.diagram import ReliabilityDiagram, reliability_figure, save_figure
 
     logits, _ = load_scores(args.logits)
     labels = load_labels(args.labels)

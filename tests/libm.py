@@ -69,7 +69,7 @@ def assert_agree(actual, desired, *, rel: float = METRIC_REL, abs: float = METRI
 
 
 def assert_bins_agree(actual, desired, *, rel: float = METRIC_REL, abs: float = METRIC_ABS) -> None:
-    """Bin tables (:class:`~calibrate_cli.binning.BinStats` or ``SparseBinStats``) of two paths: the same
+    """Bin tables (:class:`~calibrate_cli.engine.binning.BinStats` or ``SparseBinStats``) of two paths: the same
     counts and Σ correctness (sums of 0/1 or [y = k]: whole numbers, exact in float64), the edges and
     Σ confidence within the contract (equal-mass edges and the confidences come from exp where the
     inputs are logits, and the sums may be added in another order)."""

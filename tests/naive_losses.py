@@ -1,4 +1,4 @@
-"""Independent float64 per-sample loops for the training losses (calibrate_cli/losses.py), written
+"""Independent float64 per-sample loops for the training losses (calibrate_cli/training/losses.py), written
 from the formulas in docs/losses.md with plain Python floats (math), no torch: the tests compare
 make_loss(...) with these and, separately, with the reference code (tests/reference_losses/)."""
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from calibrate_cli.binning import (
+from calibrate_cli.engine.binning import (
     add_bin_sums,
     assign_bins,
     bin_statistics,

@@ -27,8 +27,8 @@ from calibrate_cli.calibrators import (
     from_dict,
     load_calibrator,
 )
-from calibrate_cli.io import load_temperature
-from calibrate_cli.temperature import fit_temperature
+from calibrate_cli.data.io import load_temperature
+from calibrate_cli.calibrators.temperature_fit import fit_temperature
 
 
 def synthetic(n=400, k=4, seed=0, scale=3.0):
@@ -322,7 +322,7 @@ def test_apply_as_read_is_temperature_scaling_of_logits_only():
     the logits overflow is refused with apply's error."""
     from calibrate_cli.calibrators import TemperatureScaling, VectorScaling
     from calibrate_cli.errors import InputError
-    from calibrate_cli.predictions import as_predictions
+    from calibrate_cli.data.predictions import as_predictions
 
     rng = np.random.default_rng(2)
     x, y = rng.normal(size=(200, 3)) * 2, rng.integers(0, 3, 200)

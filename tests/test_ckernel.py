@@ -1,10 +1,10 @@
-"""The C extension calibrate_cli._ckernel agrees with the numba kernels and the numpy engine.
+"""The C extension calibrate_cli.engine._ckernel agrees with the numba kernels and the numpy engine.
 
-``fused_rows`` against numba's ``_fused_rows`` and :func:`calibrate_cli.kernels.numpy_chunk` (every output
+``fused_rows`` against numba's ``_fused_rows`` and :func:`calibrate_cli.engine.kernels.numpy_chunk` (every output
 array: counts and flags equal, what comes from exp/log within the numeric contract of tests/libm.py; the
 numpy engine's Brier, an ``einsum`` whose summation order depends on the CPU, to a few ulps as in
 tests/test_kernels.py), ``bin_sums_1d`` against numba's and the numpy pass of
-:func:`calibrate_cli.binning.bin_statistics`; bad arguments raise TypeError/ValueError; ``calib eval``
+:func:`calibrate_cli.engine.binning.bin_statistics`; bad arguments raise TypeError/ValueError; ``calib eval``
 does not import numba when the extension is built. Skipped when the extension was not built (no C
 compiler at install time); the numba comparisons skip without numba.
 """
@@ -20,16 +20,17 @@ import numpy as np
 import pytest
 from libm import PER_VALUE, assert_equal_up_to_exp
 
-from calibrate_cli import binning, kernels
+from calibrate_cli.engine import binning
+from calibrate_cli.engine import kernels
 
 ck = pytest.importorskip(
-    "calibrate_cli._ckernel", reason="the C extension calibrate_cli._ckernel is not built (pip install . with a C compiler)"
+    "calibrate_cli.engine._ckernel", reason="the C extension calibrate_cli.engine._ckernel is not built (pip install . with a C compiler)"
 )
 
 
 def _numba_rows():
     pytest.importorskip("numba")
-    from calibrate_cli._fused_kernel import _fused_rows
+    from calibrate_cli.engine.numba_rows import _fused_rows
 
     return _fused_rows
 
@@ -195,7 +196,7 @@ def test_bin_sums_1d_equals_numba_and_numpy(case, monkeypatch):
         ck.bin_sums_1d(values, targets, edges, False, closed, *out)
         assert all(a.tobytes() == b.tobytes() for a, b in zip(got, out))
     pytest.importorskip("numba")
-    from calibrate_cli._bin_kernel import bin_sums_1d
+    from calibrate_cli.engine.numba_bins import bin_sums_1d
 
     for a, b in zip(got, run(bin_sums_1d)):
         assert a.tobytes() == b.tobytes()
@@ -399,7 +400,7 @@ from pathlib import Path
 import numpy as np
 from calibrate_cli.evaluate import evaluate
 report = evaluate(np.load(sys.argv[1], mmap_mode="r"), np.load(sys.argv[2]))
-print("numba" in sys.modules, "calibrate_cli._ckernel" in sys.modules)
+print("numba" in sys.modules, "calibrate_cli.engine._ckernel" in sys.modules)
 """
 
 
@@ -474,7 +475,8 @@ def test_spread_unit_equals_numpy_bit_for_bit(g, n, piece, correct_dtype, halves
     own with the extension switched off) bit for bit, for any piece size; 0.0, 1.0, grid nodes, ties.
     ``halves``: the pieces in two halves at once (the second half's bincounts kept per piece, then
     added in order), as from TOGETHER_SAMPLES samples on two threads."""
-    from calibrate_cli import smooth_ece, sorting
+    from calibrate_cli.metrics import smooth_ece
+    from calibrate_cli.engine import sorting
 
     rng = np.random.default_rng(g * 7919 + n)
     conf = _spread_conf(n, g, rng)
@@ -493,7 +495,7 @@ def test_spread_unit_equals_numpy_bit_for_bit(g, n, piece, correct_dtype, halves
 
 def test_spread_unit_calls_the_extension_and_adds_into_out(monkeypatch):
     """spread_unit runs the C loop when built; the C loop adds into `out` (piece by piece)."""
-    from calibrate_cli import smooth_ece
+    from calibrate_cli.metrics import smooth_ece
 
     calls = []
     monkeypatch.setattr(kernels._ckernel, "spread_unit", lambda *a: calls.append(a), raising=False)
@@ -574,11 +576,11 @@ def test_a_stale_build_lacking_a_loop_is_not_used_at_all():
     code = textwrap.dedent(
         """
         import sys, types
-        stale = types.ModuleType("calibrate_cli._ckernel")
+        stale = types.ModuleType("calibrate_cli.engine._ckernel")
         stale.fused_rows = stale.bin_sums_1d = lambda *a: None  # no spread_unit
-        sys.modules["calibrate_cli._ckernel"] = stale
+        sys.modules["calibrate_cli.engine._ckernel"] = stale
         import numpy as np
-        import calibrate_cli.kernels as kernels
+        import calibrate_cli.engine.kernels as kernels
         from calibrate_cli import evaluate
         assert not kernels.HAVE_CKERNEL and kernels._ckernel is None
         rng = np.random.default_rng(0)
@@ -620,7 +622,7 @@ def test_nll_rows_equals_numpy_and_numba(dtype, k, beta):
     expected = _numpy_nll_sums(z, y, beta)
     np.testing.assert_allclose(out - 1.0, expected, rtol=1e-12)  # the polynomial exp: within 2 ulps
     if kernels.HAVE_NUMBA:
-        from calibrate_cli._grid_kernel import nll_rows
+        from calibrate_cli.engine.numba_grid import nll_rows
 
         numba_out = np.full(3, 1.0)
         nll_rows(z, y, beta, numba_out)
@@ -1023,7 +1025,7 @@ def test_probs_plausible_only_when_every_check_would_pass(dtype, k):
     1 + tol or NaN, or a row sum more than tol/2 from 1, in a group of four rows or in the rows left
     over; and ScoreCheck still accepts a row sum within tol but beyond tol/2 (the exact check decides)."""
     from calibrate_cli.errors import InputError
-    from calibrate_cli.predictions import ScoreCheck
+    from calibrate_cli.data.predictions import ScoreCheck
 
     rng = np.random.default_rng(k)
     tol = 1e-3
@@ -1076,10 +1078,10 @@ def test_top_label_rows_refuse_bad_arguments():
 
 
 def test_exp_table_header_is_what_its_generator_writes():
-    """calibrate_cli/_exp_table.h is generated (decimal, 60 digits): regenerating it changes nothing."""
+    """calibrate_cli/engine/_exp_table.h is generated (decimal, 60 digits): regenerating it changes nothing."""
     script = Path(__file__).resolve().parents[1] / "scripts" / "gen_exp_table.py"
     done = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, "calibrate_cli/_exp_table.h differs from scripts/gen_exp_table.py's output"
+    assert done.returncode == 0, "calibrate_cli/engine/_exp_table.h differs from scripts/gen_exp_table.py's output"
 
 
 def test_bucket_passes_equal_numpys_and_refuse_bad_arguments():

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calibrate_cli import evaluate
-from calibrate_cli.binning import uniform_edges
+from calibrate_cli.engine.binning import uniform_edges
 from calibrate_cli.bootstrap import bootstrap_values
-from calibrate_cli.class_samples import ClassSamples, ace_gaps, sort_classes
-from calibrate_cli.metrics import ace, classwise_ks_ce, classwise_rms_ce
+from calibrate_cli.engine.class_samples import ClassSamples, ace_gaps, sort_classes
+from calibrate_cli.metrics.functional import ace, classwise_ks_ce, classwise_rms_ce
 
 CLASSWISE = ("ace", "classwise_rms_ce", "classwise_ks_ce")
 

@@ -1,4 +1,4 @@
-"""The C-speed CSV path (calibrate_cli/formats/csvfast.py, issue 21): it reads clean files without the
+"""The C-speed CSV path (calibrate_cli/data/csvfast.py, issue 21): it reads clean files without the
 full Python reader, block by block, bit-identical to it; every file it is unsure of goes to the full
 reader (same values, same errors)."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import calibrate_cli.io as io
-from calibrate_cli.formats import csvfast
+import calibrate_cli.data.io as io
+from calibrate_cli.data import csvfast
 
 
 @pytest.fixture()

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import calibrate_cli as calib
-from calibrate_cli import predictions as predictions_module
+from calibrate_cli.data import predictions as predictions_module
 from calibrate_cli.errors import InputError
 from calibrate_cli.evaluate import summarize_data
-from calibrate_cli.predictions import ScoreCheck, as_predictions
+from calibrate_cli.data.predictions import ScoreCheck, as_predictions
 
 
 @pytest.fixture

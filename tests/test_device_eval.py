@@ -1,4 +1,4 @@
-"""calibrate_cli.device_eval: top-label metrics of torch tensors on their device, against the independent
+"""calibrate_cli.engine.device_eval: top-label metrics of torch tensors on their device, against the independent
 float64 loops of tests/naive_reference.py and tests/naive_metrics.py, and np.sort for the selection."""
 
 import numpy as np
@@ -11,8 +11,8 @@ import math  # noqa: E402
 import naive_metrics  # noqa: E402
 import naive_reference as naive  # noqa: E402
 
-from calibrate_cli import device_eval  # noqa: E402
-from calibrate_cli.device_eval import DEVICE_METRICS, device_metrics, order_statistics_on_device  # noqa: E402
+from calibrate_cli.engine import device_eval  # noqa: E402
+from calibrate_cli.engine.device_eval import DEVICE_METRICS, device_metrics, order_statistics_on_device  # noqa: E402
 from calibrate_cli.errors import InputError  # noqa: E402
 
 hypothesis = pytest.importorskip("hypothesis")

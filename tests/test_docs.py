@@ -69,7 +69,7 @@ def test_docstrings_become_markdown_for_the_api_page():
     hooks = _load("mkdocs_hooks", ROOT / "scripts" / "mkdocs_hooks.py")
     text = hooks.markdown_docstring(
         "The result of :func:`evaluate` (see :class:`~calibrate_cli.bootstrap.ConfidenceInterval`,\n"
-        ":mod:`calibrate_cli.torch_engine`, :data:`~calibrate_cli.metric_registry.DEFAULT_METRICS`).\n"
+        ":mod:`calibrate_cli.engine.torch_pass`, :data:`~calibrate_cli.metrics.registry.DEFAULT_METRICS`).\n"
         "\n"
         "metrics        name → value\n"
         "bins           equal-width bins\n"
@@ -86,7 +86,7 @@ def test_docstrings_become_markdown_for_the_api_page():
         "...\n"
     )
     assert ":func:" not in text and ":class:" not in text and ":mod:" not in text and ":data:" not in text
-    assert "`evaluate()`" in text and "`ConfidenceInterval`" in text and "`calibrate_cli.torch_engine`" in text
+    assert "`evaluate()`" in text and "`ConfidenceInterval`" in text and "`calibrate_cli.engine.torch_pass`" in text
     assert "`DEFAULT_METRICS`" in text
     assert "- `metrics`: name → value" in text
     assert "- `bins`: equal-width bins of the top-label confidence" in text

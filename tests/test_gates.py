@@ -7,8 +7,8 @@ import pytest
 
 from calibrate_cli.cli import cli
 from calibrate_cli.errors import InputError
-from calibrate_cli.gates import Gate
-from calibrate_cli.metric_registry import METRIC_NAMES
+from calibrate_cli.metrics.gates import Gate
+from calibrate_cli.metrics.registry import METRIC_NAMES
 
 
 @pytest.fixture()

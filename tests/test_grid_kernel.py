@@ -1,4 +1,4 @@
-"""The compiled temperature kernels (calibrate_cli._grid_kernel) equal the numpy passes.
+"""The compiled temperature kernels (calibrate_cli.engine.numba_grid) equal the numpy passes.
 
 The grid kernel computes every T of a row together with a vectorised exp and falls back to numpy's
 exact arithmetic wherever rounding could change a bin or an argmax; these tests force both engines
@@ -15,9 +15,9 @@ pytest.importorskip("numba")
 
 import calibrate_cli.calibrators.temperature as temperature_module  # noqa: E402
 from calibrate_cli import fit_temperature  # noqa: E402
-from calibrate_cli._grid_kernel import _exp_into  # noqa: E402
+from calibrate_cli.engine.numba_grid import _exp_into  # noqa: E402
 from calibrate_cli.evaluate import evaluate  # noqa: E402
-from calibrate_cli.temperature import apply_temperature  # noqa: E402
+from calibrate_cli.calibrators.temperature_fit import apply_temperature  # noqa: E402
 
 
 def _with_engine(monkeypatch, engine):

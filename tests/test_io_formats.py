@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import calibrate_cli.io as io
+import calibrate_cli.data.io as io
 from calibrate_cli.cli import cli
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -188,8 +188,8 @@ def _softmax(x):
 
 
 def test_sparse_and_dense_classwise_statistics_agree():
-    from calibrate_cli.predictions import as_predictions
-    from calibrate_cli.summary import summarize
+    from calibrate_cli.data.predictions import as_predictions
+    from calibrate_cli.engine.summary import summarize
 
     rng = np.random.default_rng(4)
     logits, labels = rng.normal(size=(3, 5000)) * 3, np.array([0, 7, 4999])
@@ -369,7 +369,7 @@ def test_out_of_memory_and_too_many_files_are_not_called_corrupt(runner, files, 
     def failing(*args, **kwargs):
         raise OSError(code, os.strerror(code))  # mmap under ulimit -v; every descriptor in use
 
-    monkeypatch.setattr("calibrate_cli.io.np.load", failing)
+    monkeypatch.setattr("calibrate_cli.data.io.np.load", failing)
     # before: "x.npy: truncated or corrupt .npy file ([Errno 12] Cannot allocate memory)"
     one_line_error(run(runner, "eval", folder / "x.npy", folder / "y.npy"), "x.npy", words, absent=("corrupt",))
 
@@ -487,7 +487,7 @@ def test_a_corrupt_zarr_chunk_is_one_line_in_a_real_process(tmp_path):
 TRUNCATED_WHILE_MAPPED = """
 import os, sys
 sys.argv[0] = "calib"
-import calibrate_cli.io as io
+import calibrate_cli.data.io as io
 real = io._load_npy
 def load_then_truncate(path, label):
     array = real(path, label)
@@ -501,11 +501,11 @@ main()
 
 
 def test_a_mapped_input_truncated_mid_read_is_one_line_not_sigbus(tmp_path):
-    from calibrate_cli import pages
-    from calibrate_cli.io import MMAP_THRESHOLD_BYTES
+    from calibrate_cli.data import pages
+    from calibrate_cli.data.io import MMAP_THRESHOLD_BYTES
 
     if getattr(pages, "_sigbus", None) is None:
-        pytest.skip("the C extension calibrate_cli._sigbus is not built (no C compiler): SIGBUS keeps its 135")
+        pytest.skip("the C extension calibrate_cli.data._sigbus is not built (no C compiler): SIGBUS keeps its 135")
     n = MMAP_THRESHOLD_BYTES // 80 + 1000
     np.save(tmp_path / "big.npy", np.random.default_rng(0).normal(size=(n, 10)))
     np.save(tmp_path / "y.npy", np.zeros(n, dtype=np.int64))

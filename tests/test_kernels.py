@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from libm import PER_VALUE, assert_equal_up_to_exp, assert_metrics_agree
 
-from calibrate_cli import kernels
+from calibrate_cli.engine import kernels
 from calibrate_cli.errors import InputError
 from calibrate_cli.evaluate import evaluate
-from calibrate_cli.predictions import as_predictions
-from calibrate_cli.summary import summarize
+from calibrate_cli.data.predictions import as_predictions
+from calibrate_cli.engine.summary import summarize
 
 needs_numba = pytest.mark.skipif(not kernels.fused_available(),
                                  reason="neither the C extension is built nor numba installed (extra [fast])")
@@ -146,7 +146,7 @@ def test_the_steps_after_the_pass_run_at_once_with_the_same_numbers(monkeypatch)
     """On two threads the sort, the two binnings (run_together) and KS-CE with SmoothECE (from
     TOGETHER_SAMPLES samples) run at once; on one, one after the other (the confidences sorted in
     place): every metric and bin the same bits."""
-    from calibrate_cli.parallel import TOGETHER_SAMPLES
+    from calibrate_cli.engine.parallel import TOGETHER_SAMPLES
 
     rng = np.random.default_rng(8)
     n = TOGETHER_SAMPLES + 3
@@ -222,8 +222,10 @@ def test_fused_without_numba_is_an_error(monkeypatch):
 def test_the_pass_packs_the_sort_keys_of_every_chunk(top_label_only, monkeypatch):
     """summarize(sort_keys=True): the pass's threads pack each chunk's (conf, correct), the keys
     sort_by_confidence would make; none in compat mode, or when a chunk cannot be packed."""
-    from calibrate_cli import predictions as _predictions, sorting, summary as summary_module
-    from calibrate_cli.predictions import as_predictions
+    from calibrate_cli.data import predictions as _predictions
+    from calibrate_cli.engine import sorting
+    from calibrate_cli.engine import summary as summary_module
+    from calibrate_cli.data.predictions import as_predictions
 
     monkeypatch.setattr(_predictions, "_CHUNK_ELEMENTS", 3000)  # several chunks
     monkeypatch.setenv("CALIB_THREADS", "2")
@@ -251,7 +253,8 @@ def test_width_only_bins_each_chunk_as_it_arrives_with_the_same_bits(threads, mo
     in one of threads + 1 reused buffers, binned and summed on arrival in chunk order: the equal-width
     bins and the sums in sample order are those of the full summary, bit for bit, whatever the thread
     count (many more chunks than buffers); and calib.ece etc. equal evaluate()'s."""
-    from calibrate_cli import metrics, predictions as _predictions
+    from calibrate_cli.metrics import functional as metrics
+    from calibrate_cli.data import predictions as _predictions
 
     monkeypatch.setattr(_predictions, "_CHUNK_ELEMENTS", 3000)  # 750 rows a chunk: 27 chunks
     monkeypatch.setenv("CALIB_THREADS", threads)
@@ -282,7 +285,8 @@ def test_width_only_bins_each_chunk_as_it_arrives_with_the_same_bits(threads, mo
 def test_sort_packed_takes_the_keys_apart_as_numpy_does(n, monkeypatch):
     """The C extension's unpack_keys (in two halves at once from TOGETHER_SAMPLES keys on) gives the
     arrays of numpy's shift and low-byte view: the confidences' bits and the correctness."""
-    from calibrate_cli import parallel, sorting
+    from calibrate_cli.engine import parallel
+    from calibrate_cli.engine import sorting
 
     if not kernels.HAVE_CKERNEL:
         pytest.skip("the C extension is not built")
@@ -307,7 +311,7 @@ def test_sort_packed_takes_the_keys_apart_as_numpy_does(n, monkeypatch):
 def test_pack_checked_equals_packable_and_pack_keys(bad, monkeypatch):
     """The C extension's one-pass pack_keys: the keys of numpy's shift and or where every confidence is
     packable ([0, 2): 0.0, 1.0 and the largest double below 2 included), False where one is not."""
-    from calibrate_cli import sorting
+    from calibrate_cli.engine import sorting
 
     rng = np.random.default_rng(5)
     conf = rng.uniform(0, 1, 1001)

@@ -1,4 +1,4 @@
-"""calibrate_cli.losses: every training loss against (1) hand values, (2) an independent float64
+"""calibrate_cli.training.losses: every training loss against (1) hand values, (2) an independent float64
 per-sample loop (tests/naive_losses.py) and (3) the reference code's semantics on the same batch
 (tests/reference_losses/: torrvision/focal_calibration and 3mcloud/adafocal, transcribed)."""
 
@@ -14,9 +14,9 @@ import naive_losses as naive  # noqa: E402
 from reference_losses import adafocal as ref_ada  # noqa: E402
 from reference_losses import focal_calibration as ref  # noqa: E402
 
-from calibrate_cli import losses as L  # noqa: E402
+from calibrate_cli.training import losses as L  # noqa: E402
 from calibrate_cli.errors import InputError  # noqa: E402
-from calibrate_cli.losses import LOSS_NAMES, make_loss  # noqa: E402
+from calibrate_cli.training.losses import LOSS_NAMES, make_loss  # noqa: E402
 
 
 def batch(n=64, k=10, seed=0, scale=3.0, dtype=torch.float32):

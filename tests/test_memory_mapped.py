@@ -18,12 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from libm import METRIC_ABS, METRIC_REL
 
-import calibrate_cli.io as io
-from calibrate_cli import sorting
+import calibrate_cli.data.io as io
+from calibrate_cli.engine import sorting
 from calibrate_cli.cli import cli
 from calibrate_cli.evaluate import evaluate, report_from_summary, summarize_data
-from calibrate_cli.pages import mapped_file
-from calibrate_cli.sorting import order_statistics
+from calibrate_cli.data.pages import mapped_file
+from calibrate_cli.engine.sorting import order_statistics
 
 
 @pytest.fixture()
@@ -107,7 +107,7 @@ def test_memory_mapped_labels_give_back_their_pages(tmp_path):
 
 def test_a_bad_label_in_a_late_chunk_is_named_by_its_row(tmp_path):
     from calibrate_cli.errors import InputError
-    from calibrate_cli import predictions
+    from calibrate_cli.data import predictions
 
     y = np.zeros(3_000_000, dtype=np.int64)
     y[2_500_001] = 7
@@ -131,7 +131,7 @@ values_strategy = st.lists(
 def _selection_passes(engine, monkeypatch):
     """order_statistics' passes by the C extension's bucket_counts/bucket_gather, or by numpy's."""
     if engine == "c":
-        pytest.importorskip("calibrate_cli._ckernel", reason="the C extension is not built")
+        pytest.importorskip("calibrate_cli.engine._ckernel", reason="the C extension is not built")
     else:
         monkeypatch.setattr(sorting, "_ckernel", lambda: None)
 

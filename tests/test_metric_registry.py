@@ -18,7 +18,7 @@ import pytest
 import naive_reference as naive
 from calibrate_cli import evaluate
 from calibrate_cli.bootstrap import bootstrap_values
-from calibrate_cli.metric_registry import (
+from calibrate_cli.metrics.registry import (
     METRIC_DEFINITIONS,
     METRIC_NAMES,
     METRICS,
@@ -80,8 +80,8 @@ def test_classwise_over_the_classes_of_each_row_and_missing_sums_are_nan():
 
 def test_metric_names_and_definitions_stay_importable_from_metrics():
     from calibrate_cli import METRIC_NAMES as top_level
-    from calibrate_cli.metrics import METRIC_DEFINITIONS as defs
-    from calibrate_cli.metrics import METRIC_NAMES as names
+    from calibrate_cli.metrics.functional import METRIC_DEFINITIONS as defs
+    from calibrate_cli.metrics.functional import METRIC_NAMES as names
 
     assert names == top_level == METRIC_NAMES == tuple(s.name for s in METRICS)
     assert defs == METRIC_DEFINITIONS and list(defs) == list(names)
@@ -140,21 +140,21 @@ def test_the_docs_name_every_registry_metric(doc):
 # Metric names written as string literals outside the registry, each with its reason. Anything new
 # here means a metric list is being written out again: read the registry instead.
 _ALLOWED_LITERALS = {
-    "metric_registry.py": set(METRIC_NAMES),  # the one place
-    "metrics.py": set(METRIC_NAMES),  # __all__ and each convenience function naming its registry entry
+    "metrics/registry.py": set(METRIC_NAMES),  # the one place
+    "metrics/functional.py": set(METRIC_NAMES),  # __all__ and each convenience function naming its registry entry
     "__init__.py": set(METRIC_NAMES),  # __all__: the public function names
-    "binning.py": {"accuracy", "mean_confidence"},  # per-bin row keys of BinStats.to_rows, not metrics
+    "engine/binning.py": {"accuracy", "mean_confidence"},  # per-bin row keys of BinStats.to_rows, not metrics
     "cli/render.py": {"accuracy", "mean_confidence"},  # the per-bin table's columns and row keys
     "evaluate.py": {"ece", "adaece"},  # JSON keys of the two binnings (report.bins / adaptive_bins)
-    "plots.py": {"ece", "adaece", "accuracy"},  # the reliability diagram annotates these three
+    "plots/diagram.py": {"ece", "adaece", "accuracy"},  # the reliability diagram annotates these three
     "cli/eval.py": {"ece"},
-    "smooth_ece.py": {"smooth_ece"},  # __all__: the module's function name  # the ECE interval shown on `eval --plot`
-    "losses.py": {"brier"},  # the training loss named brier (make_loss("brier")), not the metric
+    "metrics/smooth_ece.py": {"smooth_ece"},  # __all__: the module's function name  # the ECE interval shown on `eval --plot`
+    "training/losses.py": {"brier"},  # the training loss named brier (make_loss("brier")), not the metric
     "training/data.py": {"error"},  # warnings.simplefilter("error", ...): the warnings action, not the metric
     # the temperature search objectives and the search "nll" (own option values of calib temperature)
     "calibrators/base.py": {"ece", "nll", "adaece"},
     "calibrators/temperature.py": {"ece", "nll", "adaece"},
-    "table.py": {"error", "ece", "adaece", "classwise_ece", "nll"},  # TABLE_METRICS: the paper's Table 1 columns
+    "training/paper_table.py": {"error", "ece", "adaece", "classwise_ece", "nll"},  # TABLE_METRICS: the paper's Table 1 columns
     "ood.py": {"mean_confidence"},  # OodResult's mean max-probability of each set (a field, not the metric)
     # calib report: the curves against T (the search objectives "ece" and "nll"), the headline numbers
     # (ECE, NLL, accuracy), the per-class view (classwise_ece) and the confidence histogram's two lines
@@ -213,16 +213,16 @@ def _naive_overconfidence(probs, labels, n_bins=15) -> float:
 
 def test_the_walkthrough_metric_matches_a_naive_loop():
     namespace = {}
-    exec("from calibrate_cli.metric_registry import *\nfrom calibrate_cli.metric_registry import _spec\n"
+    exec("from calibrate_cli.metrics.registry import *\nfrom calibrate_cli.metrics.registry import _spec\n"
          "import numpy as np\n" + _walkthrough_code(), namespace)
     spec = namespace["OVERCONFIDENCE"]
     rng = np.random.default_rng(11)
     logits = rng.normal(size=(400, 5)) * 3
     labels = rng.integers(0, 5, 400)
     probs = naive.softmax_rows(logits)
-    from calibrate_cli.metrics import summary_sums
-    from calibrate_cli.predictions import as_predictions
-    from calibrate_cli.summary import summarize
+    from calibrate_cli.metrics.functional import summary_sums
+    from calibrate_cli.data.predictions import as_predictions
+    from calibrate_cli.engine.summary import summarize
 
     sums = summary_sums(summarize(as_predictions(logits, labels, "logits")), 15)
     assert spec.values(sums)[0] == pytest.approx(_naive_overconfidence(probs, labels), abs=1e-12)
@@ -258,7 +258,7 @@ def test_adding_the_walkthrough_entry_is_the_whole_change(tmp_path):
     else: every command reports, formats, bootstraps, compares and gates the new metric."""
     copy = tmp_path / "pkg" / "calibrate_cli"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    registry = copy / "metric_registry.py"
+    registry = copy / "metrics" / "registry.py"
     source = registry.read_text()
     anchor = "_BY_NAME: dict[str, MetricSpec] ="
     assert source.count(anchor) == 1

@@ -206,7 +206,7 @@ def test_metric_functions_agree_with_evaluate():
 
 
 def test_chunked_pass_equals_single_chunk(monkeypatch):
-    import calibrate_cli.predictions as predictions
+    import calibrate_cli.data.predictions as predictions
 
     logits, labels = random_logits(1000, 10, seed=12)
     whole = calib.evaluate(logits, labels).metrics
@@ -219,8 +219,8 @@ def test_chunked_pass_equals_single_chunk(monkeypatch):
 
 def test_chunks_in_threads_give_identical_results(monkeypatch):
     """The chunks of the summarize pass run in a thread pool; the numbers do not depend on it."""
-    import calibrate_cli.predictions as predictions
-    import calibrate_cli.summary as summary
+    import calibrate_cli.data.predictions as predictions
+    import calibrate_cli.engine.summary as summary
 
     logits, labels = random_logits(1000, 10, seed=13)
     monkeypatch.setattr(predictions, "_CHUNK_ELEMENTS", 70)
@@ -333,8 +333,8 @@ def test_top_label_metrics_take_the_top_label_pass_and_equal_evaluate(input_kind
     come from top_label_rows (no NLL, Brier, top-5 or classwise work): another kernel than `evaluate`'s,
     so within the numeric contract of tests/libm.py (accuracy, a count over N, equal); NLL still takes
     the full pass."""
-    import calibrate_cli.summary as summary_module
-    from calibrate_cli import kernels
+    import calibrate_cli.engine.summary as summary_module
+    from calibrate_cli.engine import kernels
 
     if not kernels.HAVE_CKERNEL:
         pytest.skip("the C extension is not built")

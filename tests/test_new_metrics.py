@@ -99,7 +99,7 @@ def test_smooth_ece_equals_relplot():
 def test_binned_l2_estimators_equal_uncertainty_calibration():
     """Kumar et al.'s own estimators (``unbiased_l2_ce``, ``plugin_ce``) on calib's equal-width bins."""
     utils = pytest.importorskip("calibration.utils")
-    from calibrate_cli.binning import uniform_edges
+    from calibrate_cli.engine.binning import uniform_edges
 
     rng = np.random.default_rng(5)
     for n, k in [(500, 4), (60, 2), (3000, 10)]:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from calibrate_cli.errors import InputError
-from calibrate_cli.parallel import MAX_DEFAULT_THREADS, cpu_threads, map_chunks, run_together
+from calibrate_cli.engine.parallel import MAX_DEFAULT_THREADS, cpu_threads, map_chunks, run_together
 
 
 @pytest.mark.parametrize("threads", [1, 2, 4])

@@ -17,7 +17,7 @@ import pytest
 
 from calibrate_cli.cli import cli
 from calibrate_cli.cli.options import _PlainNumber
-from calibrate_cli.number_text import is_plain_float, is_plain_int, lenient_only, parse_float
+from calibrate_cli.data.number_text import is_plain_float, is_plain_int, lenient_only, parse_float
 from cli_helpers import one_line_error  # noqa: E402
 
 #: all read by float(): digit grouping, Arabic-Indic, full-width and Persian digits

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from calibrate_cli.cli import cli
-from calibrate_cli.plots import (
+from calibrate_cli.plots.diagram import (
     ReliabilityDiagram,
     classwise_diagrams,
     comparison_figure,
@@ -49,7 +49,7 @@ def assert_one_placement(fig):
 
 @pytest.fixture()
 def saved_figures(monkeypatch):
-    import calibrate_cli.plots as plots
+    import calibrate_cli.plots.diagram as plots
 
     figures = []
     original = plots.save_figure
@@ -164,7 +164,7 @@ def test_comparison_of_three_stays_one_row():
 def test_equal_mass_bins_of_an_over_confident_model_are_readable():
     # 14 of 15 equal-mass bins lay in [0.99, 1]: bars thinner than a line. Now equally wide, the
     # dashed step at each bin's mean confidence, the ticks naming the edges (1−5e-7: 1 − 5·10⁻⁷)
-    from calibrate_cli.plots import edge_label
+    from calibrate_cli.plots.diagram import edge_label
 
     z, y = model(12.0)
     d = ReliabilityDiagram.from_predictions(z, y, strategy="quantile").plot()

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from libm import METRIC_ABS, METRIC_REL
 
 from calibrate_cli.errors import InputError, OutputError
-from calibrate_cli.plots import (
+from calibrate_cli.plots.diagram import (
     MAX_CLASSWISE_CLASSES,
     ReliabilityDiagram,
     before_after_figure,
@@ -123,7 +123,7 @@ def test_hand_example_bars_gaps_and_histogram():
 
 
 def test_compact_counts():
-    from calibrate_cli.plots import _compact
+    from calibrate_cli.plots.diagram import _compact
 
     assert [_compact(c) for c in (0, 999, 1000, 1234, 9_960, 12_345, 999_999, 1_500_000)] == [
         "0", "999", "1.0k", "1.2k", "10k", "12k", "1.0M", "1.5M"
@@ -175,7 +175,7 @@ def test_uniform_bins_made_during_the_pass_are_calib_evals(monkeypatch):
     over many chunks on two threads. The width-only pass (the top-label kernel) and `evaluate`'s are
     two paths: counts, Σ correctness (whole numbers) and accuracy equal, Σ confidence and the ECE
     within the numeric contract of tests/libm.py."""
-    from calibrate_cli import predictions as _predictions
+    from calibrate_cli.data import predictions as _predictions
     from calibrate_cli.evaluate import evaluate
 
     monkeypatch.setattr(_predictions, "_CHUNK_ELEMENTS", 4000)  # 400 rows a chunk: 15 chunks
@@ -416,7 +416,7 @@ def test_save_refuses_overwrite_and_bad_extension(tmp_path, small_figure):
 def test_cli_import_loads_neither_matplotlib_nor_torch():
     """Nor scipy.stats / scipy.special (~0.5 s of every `calib` start when `calibrate_cli.ood` imported them)."""
     code = (
-        "import sys, calibrate_cli, calibrate_cli.cli, calibrate_cli.plots; "
+        "import sys, calibrate_cli, calibrate_cli.cli, calibrate_cli.plots.diagram; "
         "print(sorted(m for m in ('matplotlib', 'torch', 'scipy.stats', 'scipy.special') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -426,7 +426,7 @@ def test_cli_import_loads_neither_matplotlib_nor_torch():
 def test_drawing_never_uses_pyplot():
     code = (
         "import sys, numpy as np, tempfile, os\n"
-        "from calibrate_cli.plots import ReliabilityDiagram, reliability_figure, save_figure\n"
+        "from calibrate_cli.plots.diagram import ReliabilityDiagram, reliability_figure, save_figure\n"
         "d = ReliabilityDiagram.from_predictions(np.array([[2.0, 0.0], [0.0, 1.0]]), np.array([0, 0]))\n"
         "save_figure(reliability_figure(d), os.path.join(tempfile.mkdtemp(), 'f.png'))\n"
         "print('matplotlib.pyplot' in sys.modules)\n"
@@ -438,7 +438,7 @@ def test_drawing_never_uses_pyplot():
 def test_a_diagram_renders_in_jupyter_as_png():
     """Jupyter displays the object a cell ends with through ``_repr_png_`` (issue 19.12): the
     Display's ``plot()`` returns the diagram, which must render as its figure."""
-    from calibrate_cli.plots import ReliabilityDiagram
+    from calibrate_cli.plots.diagram import ReliabilityDiagram
 
     rng = np.random.default_rng(0)
     diagram = ReliabilityDiagram.from_predictions(rng.normal(size=(200, 3)), rng.integers(0, 3, 200))
@@ -453,8 +453,8 @@ def test_a_temperature_diagram_equals_the_diagram_of_the_divided_logits(strategy
     """With `temperature`, the logits are divided as they are read (never written whole): the bins and
     the legend's value equal, bit for bit, those of the diagram of logits / T computed first (one path:
     the same float64 division per value, then the same pass over the same values)."""
-    from calibrate_cli.plots import ReliabilityDiagram
-    from calibrate_cli.temperature import apply_temperature
+    from calibrate_cli.plots.diagram import ReliabilityDiagram
+    from calibrate_cli.calibrators.temperature_fit import apply_temperature
 
     rng = np.random.default_rng(4)
     x = (rng.standard_normal((3000, 7)) * 3).astype(np.float32)

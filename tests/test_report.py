@@ -8,7 +8,7 @@ import pytest
 from calibrate_cli import InputError, evaluate, fit_temperature
 from calibrate_cli.report import InputFile, build_report, render_html
 from calibrate_cli.report.figures import MAX_CLASS_BARS, per_class_shown
-from calibrate_cli.temperature import apply_temperature
+from calibrate_cli.calibrators.temperature_fit import apply_temperature
 from libm import METRIC_ABS, METRIC_REL
 from report_page import read_page
 

@@ -23,12 +23,14 @@ from hypothesis import given, settings, strategies as st
 
 import naive_metrics
 import naive_reference
-from calibrate_cli import binning, evaluate, sorting
-from calibrate_cli.metric_registry import MetricSums, WeightedSamples, metric_spec
-from calibrate_cli.pages import mapped_file, release_rows
-from calibrate_cli.predictions import as_predictions
-from calibrate_cli.smooth_ece import smooth_ece
-from calibrate_cli.summary import summarize
+from calibrate_cli import evaluate
+from calibrate_cli.engine import binning
+from calibrate_cli.engine import sorting
+from calibrate_cli.metrics.registry import MetricSums, WeightedSamples, metric_spec
+from calibrate_cli.data.pages import mapped_file, release_rows
+from calibrate_cli.data.predictions import as_predictions
+from calibrate_cli.metrics.smooth_ece import smooth_ece
+from calibrate_cli.engine.summary import summarize
 
 
 def _ties(rng, n, k):
@@ -118,7 +120,7 @@ def test_unit_weight_ks_equals_the_weighted_path():
 def test_smooth_ece_unit_spread_equals_the_matrix_spread(monkeypatch):
     """The O(N) bincount spread (weights None) against the sparse matrix (a row of ones), and
     pieces of any size give the same value."""
-    import calibrate_cli.sorting as s
+    import calibrate_cli.engine.sorting as s
 
     rng = np.random.default_rng(5)
     for n in (1, 50, 3000):
@@ -184,7 +186,7 @@ def test_sums_only_summary_gives_the_same_metrics(k):
     t = compact.totals
     assert t.nll_sum == np.sum(kept.nll) and t.brier_sum == np.sum(kept.brier) and t.nll_inf == 0
     assert t.top5_count == (None if k <= 5 else int(kept.top5.sum()))
-    from calibrate_cli.metrics import metrics_from_summary
+    from calibrate_cli.metrics.functional import metrics_from_summary
 
     assert metrics_from_summary(kept) == metrics_from_summary(compact) == full
 

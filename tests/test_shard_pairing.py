@@ -14,7 +14,7 @@ import pytest
 
 from calibrate_cli.cli import cli
 from calibrate_cli.errors import InputError
-from calibrate_cli.io import list_shards, natural_key, pair_shards, shard_numbers
+from calibrate_cli.data.io import list_shards, natural_key, pair_shards, shard_numbers
 from cli_helpers import one_line_error  # noqa: E402
 
 N, K, S = 300, 5, 10

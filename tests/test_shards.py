@@ -1,4 +1,4 @@
-"""calibrate_cli.shards: the merged summaries of shards give the numbers of the concatenated arrays.
+"""calibrate_cli.engine.shards: the merged summaries of shards give the numbers of the concatenated arrays.
 
 Shards and one file are two paths: each shard is summarised on its own (the engine is chosen by the
 input's size: a small shard may take another engine than the whole, or another machine's numpy with
@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from libm import METRIC_ABS, METRIC_REL, PER_VALUE, assert_agree, assert_bins_agree, assert_equal_up_to_exp
 
-from calibrate_cli.binning import SparseBinStats
+from calibrate_cli.engine.binning import SparseBinStats
 from calibrate_cli.errors import InputError
 from calibrate_cli.evaluate import evaluate, summarize_data
-from calibrate_cli.shards import evaluate_shards, merge_summaries, summarize_shards
+from calibrate_cli.engine.shards import evaluate_shards, merge_summaries, summarize_shards
 
 CLASSWISE_RTOL = METRIC_REL
 
@@ -197,7 +197,7 @@ def test_merge_refuses_different_k_bins_or_compat():
 
 def test_dask_local_cluster_equals_local():
     pytest.importorskip("distributed")
-    from calibrate_cli.shards import dask_client
+    from calibrate_cli.engine.shards import dask_client
 
     logits, labels = _logits(3000, 10, seed=7)
     shards = _split(logits, labels, (1000, 500, 1500))

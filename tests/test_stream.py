@@ -1,5 +1,5 @@
 """`calib eval FILE --labels COL` streams CSV and Parquet blocks into the summary pass
-(calibrate_cli.stream, issue 21): the numbers of the whole-array path with many blocks and chunks;
+(calibrate_cli.engine.stream, issue 21): the numbers of the whole-array path with many blocks and chunks;
 errors still name the row counted over the whole file; no (N, K) array is held.
 
 The streamed pass and the whole array are two paths (the stream picks its engine from the announced
@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 from libm import assert_agree
 
-import calibrate_cli.predictions as predictions
+import calibrate_cli.data.predictions as predictions
 from calibrate_cli.cli import cli
 from calibrate_cli.cli import eval as eval_cli
 from calibrate_cli.evaluate import evaluate, report_from_summary, summarize_data
-from calibrate_cli.formats import csvfast
-from calibrate_cli.io import read_scores, stream_scores
-from calibrate_cli import stream
-from calibrate_cli.stream import rechunk, summarize_blocks
+from calibrate_cli.data import csvfast
+from calibrate_cli.data.io import read_scores, stream_scores
+from calibrate_cli.engine import stream
+from calibrate_cli.engine.stream import rechunk, summarize_blocks
 from naive_reference import ece as naive_ece
 from naive_reference import softmax_rows
 
@@ -173,7 +173,7 @@ def test_streamed_pass_holds_no_whole_array(tmp_path, monkeypatch):
 
 def test_a_single_chunk_runs_without_a_thread_pool(monkeypatch):
     """The streamed pass summarises one chunk per call: no thread pool (threads, malloc arenas) per chunk."""
-    import calibrate_cli.parallel as parallel
+    import calibrate_cli.engine.parallel as parallel
 
     def no_pool(*args, **kwargs):
         raise AssertionError("a thread pool for one chunk")

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-import calibrate_cli.predictions as predictions_module
+import calibrate_cli.data.predictions as predictions_module
 import calibrate_cli.calibrators.temperature as temperature_module  # the grid and NLL searches live here
 from calibrate_cli import InputError, evaluate
-from calibrate_cli.temperature import (
+from calibrate_cli.calibrators.temperature_fit import (
     TemperatureScaler,
     apply_temperature,
     fit_temperature,
@@ -333,7 +333,7 @@ def test_probabilities_with_zeros_stay_zero():
 
 
 def test_probabilities_fit_like_their_logits():
-    from calibrate_cli.probabilities import softmax
+    from calibrate_cli.data.probabilities import softmax
 
     logits, labels = synthetic()
     probs = softmax(logits)

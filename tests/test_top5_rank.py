@@ -10,11 +10,11 @@ import json
 import numpy as np
 import pytest
 
-from calibrate_cli import kernels
-from calibrate_cli.binning import uniform_edges
+from calibrate_cli.engine import kernels
+from calibrate_cli.engine.binning import uniform_edges
 from calibrate_cli.cli import cli
-from calibrate_cli.predictions import as_predictions
-from calibrate_cli.summary import summarize
+from calibrate_cli.data.predictions import as_predictions
+from calibrate_cli.engine.summary import summarize
 
 
 def loop_top5(logits, labels):
@@ -60,7 +60,7 @@ def test_every_engine_ranks_the_logits_themselves(k, dtype, kind, engine):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_numba_loop_ranks_the_logits_themselves(dtype):
     pytest.importorskip("numba")
-    from calibrate_cli._fused_kernel import _fused_rows
+    from calibrate_cli.engine.numba_rows import _fused_rows
 
     logits, labels = dwarfed(10, dtype, "dwarf")
     n, m = len(labels), 15
@@ -72,7 +72,7 @@ def test_numba_loop_ranks_the_logits_themselves(dtype):
 
 def test_torch_engine_ranks_the_logits_themselves():
     torch = pytest.importorskip("torch")
-    from calibrate_cli.torch_engine import row_quantities
+    from calibrate_cli.engine.torch_pass import row_quantities
 
     logits, labels = dwarfed(10, np.float32, "dwarf")
     hit5 = row_quantities(torch.from_numpy(logits), torch.from_numpy(labels), is_logits=True,

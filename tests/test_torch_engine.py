@@ -1,4 +1,4 @@
-"""The torch engine of the summary pass (calibrate_cli.torch_engine) equals the numpy engine.
+"""The torch engine of the summary pass (calibrate_cli.engine.torch_pass) equals the numpy engine.
 
 ``device="torch-cpu"`` runs the very code that runs on a GPU, on the CPU; the CUDA tests at the end
 run only where torch sees a GPU. Expected values come from the numpy engine (itself checked against
@@ -12,11 +12,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from calibrate_cli import torch_engine  # noqa: E402
+from calibrate_cli.engine import torch_pass as torch_engine  # noqa: E402
 from calibrate_cli.errors import InputError  # noqa: E402
 from calibrate_cli.evaluate import evaluate  # noqa: E402
-from calibrate_cli.predictions import as_predictions  # noqa: E402
-from calibrate_cli.summary import summarize  # noqa: E402
+from calibrate_cli.data.predictions import as_predictions  # noqa: E402
+from calibrate_cli.engine.summary import summarize  # noqa: E402
 
 HAS_CUDA = torch.cuda.is_available()
 cuda_only = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")

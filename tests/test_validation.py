@@ -1,11 +1,11 @@
-"""The checks of the scores (calibrate_cli.predictions): a cheap min/max per chunk decides whether the
+"""The checks of the scores (calibrate_cli.data.predictions): a cheap min/max per chunk decides whether the
 exact per-row search runs; the error must name the first bad row wherever it is, in any chunk."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import calibrate_cli.predictions as predictions
+import calibrate_cli.data.predictions as predictions
 from calibrate_cli import as_predictions
 from calibrate_cli.errors import InputError
 

@@ -30,8 +30,8 @@ class StandInCE(nn.Module):
 
 
 def loss_factory(name, num_classes, **params):
-    """:func:`calibrate_cli.losses.make_loss` (importable by the DDP workers)."""
-    from calibrate_cli.losses import make_loss
+    """:func:`calibrate_cli.training.losses.make_loss` (importable by the DDP workers)."""
+    from calibrate_cli.training.losses import make_loss
 
     return make_loss(name, num_classes, **params)
 

@@ -7,7 +7,7 @@ percentile, BCa and their warnings), :mod:`.jackknife` (the BCa acceleration), :
 
 A resample draws N of the N (score, label) pairs with replacement. Its metrics depend on the draw
 only through the multiplicities w_i (how often sample i was drawn), so calib never builds resampled
-score arrays: one :func:`~calibrate_cli.summary.summarize` pass gives the per-sample quantities
+score arrays: one :func:`~calibrate_cli.engine.summary.summarize` pass gives the per-sample quantities
 (confidence, correctness, NLL, Brier term, top-5 hit, classwise bin of every p_ik) and each resample
 is a weighted sum over them:
 
@@ -17,7 +17,7 @@ is a weighted sum over them:
 - equal-mass edges are recomputed per resample: the resampled sorted confidences are the sorted
   confidences repeated w_i times, so the value at position t is the sample whose cumulative weight
   first exceeds t, and ``np.interp``'s formula is applied to those values (bit-identical to
-  :func:`~calibrate_cli.binning.equal_mass_edges` on the explicitly resampled array);
+  :func:`~calibrate_cli.engine.binning.equal_mass_edges` on the explicitly resampled array);
 - classwise-ECE sums w_i ([y_i = k] − p_ik) per (class, bin); the most populated bin of each class
   is obtained as the class total minus the other bins, so only the few (i, k) outside it are touched;
 - NLL, Brier, accuracy, top-5, mean confidence and S99 are weighted means (matrix products).
@@ -31,7 +31,7 @@ batch size.
 Resample r draws from its own stream (:func:`resample_streams`), so the draws and counts of the
 next batch run in a thread pool while the metrics of the current batch are computed.
 
-``device`` chooses where the per-batch work runs (:mod:`calibrate_cli.devices`): ``"cpu"``
+``device`` chooses where the per-batch work runs (:mod:`calibrate_cli.engine.devices`): ``"cpu"``
 (default) numpy; ``"cuda"`` torch on the GPU; ``"torch-cpu"`` the same torch code on the CPU (to
 test it without a GPU); ``"auto"`` cuda when torch and a GPU are available, else numpy. The
 per-batch math is written once against the device's array namespace (``Resampler.use``). The
@@ -62,7 +62,7 @@ the range (benchmarks/coverage_means.py; both in docs/bootstrap.md).
 
 from __future__ import annotations
 
-from ..devices import DEVICES, resolve_device
+from ..engine.devices import DEVICES, resolve_device
 from .draws import DEFAULT_SEED, resample_streams
 from .estimate import bootstrap, bootstrap_prepared, bootstrap_values
 from .intervals import (

@@ -8,8 +8,8 @@ from typing import Callable
 import numpy as np
 
 from ..errors import InputError
-from ..metrics import METRIC_NAMES
-from ..parallel import cpu_threads
+from ..metrics.functional import METRIC_NAMES
+from ..engine.parallel import cpu_threads
 from .intervals import check_settings
 from .selection import custom_value
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..devices import DEFAULT_DEVICE, check_device
+from ..engine.devices import DEFAULT_DEVICE, check_device
 from ..evaluate import SummarizedData, summarize_data
-from ..metrics import DEFAULT_N_BINS
-from ..predictions import InputKind
+from ..metrics.functional import DEFAULT_N_BINS
+from ..data.predictions import InputKind
 from .draws import DEFAULT_SEED, Progress, run_resamples
 from .intervals import (
     DEFAULT_CI_LEVEL,
@@ -49,7 +49,7 @@ def bootstrap_values(
     (stable) order of increasing confidence, which saves a gather. Built-in metrics not in
     ``metrics`` (default: all) may be left NaN; custom metric functions in ``metrics`` (see
     :func:`bootstrap`) get their point value and B values under their names. ``device``: ``"cpu"``
-    | ``"cuda"`` | ``"auto"`` | ``"torch-cpu"`` (:mod:`calibrate_cli.devices`); the same draws on every device.
+    | ``"cuda"`` | ``"auto"`` | ``"torch-cpu"`` (:mod:`calibrate_cli.engine.devices`); the same draws on every device.
     """
     check_device(device)  # an unavailable device fails before any work
     split_metrics(metrics)  # unknown names fail before any work
@@ -87,7 +87,7 @@ def bootstrap(
 ) -> dict[str, ConfidenceInterval]:
     """Bootstrap confidence intervals of every metric of ``calib eval`` (docs/bootstrap.md).
 
-    ``metrics``: names from :data:`~calibrate_cli.metrics.METRIC_NAMES` (default: every metric that
+    ``metrics``: names from :data:`~calibrate_cli.metrics.functional.METRIC_NAMES` (default: every metric that
     is defined on the data) and/or your own metric functions ``fn(scores, labels) -> float``, as a
     list (a function is named by its ``__name__``) or a ``{name: function}`` mapping. A function is
     called on the arrays you passed, indexed by each resample's sample indices (the same draws as

@@ -10,7 +10,7 @@ from typing import Literal
 import numpy as np
 
 from ..errors import InputError
-from ..metric_registry import METRICS
+from ..metrics.registry import METRICS
 
 DEFAULT_N_RESAMPLES = 1000
 DEFAULT_CI_LEVEL = 0.90

@@ -7,10 +7,10 @@ import math
 import numpy as np
 
 from ..errors import InputError
-from ..metric_registry import sums_needed
-from ..metrics import DEFAULT_N_BINS, METRIC_NAMES, metrics_from_summary, with_class_sorted
-from ..predictions import InputKind, Predictions
-from ..summary import summarize
+from ..metrics.registry import sums_needed
+from ..metrics.functional import DEFAULT_N_BINS, METRIC_NAMES, metrics_from_summary, with_class_sorted
+from ..data.predictions import InputKind, Predictions
+from ..engine.summary import summarize
 from .selection import Metrics, custom_value, split_metrics
 
 #: groups of the delete-a-group jackknife that estimates the BCa acceleration (see jackknife_values)

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..devices import DEFAULT_DEVICE, check_device
+from ..engine.devices import DEFAULT_DEVICE, check_device
 from ..errors import InputError
 from ..evaluate import summarize_data
-from ..metrics import DEFAULT_N_BINS, METRIC_NAMES
-from ..predictions import InputKind
+from ..metrics.functional import DEFAULT_N_BINS, METRIC_NAMES
+from ..data.predictions import InputKind
 from .draws import DEFAULT_SEED, Progress, run_resamples
 from .intervals import (
     DEFAULT_CI_LEVEL,

@@ -2,17 +2,17 @@
 
 A resample's metrics depend on the draw only through the multiplicities w_i, so each resample is a
 weighted sum over per-sample quantities sorted once by confidence (see the package docstring). The
-per-batch math is written once against a device's array namespace (:mod:`calibrate_cli.devices`).
+per-batch math is written once against a device's array namespace (:mod:`calibrate_cli.engine.devices`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..class_samples import ClassSamples, sort_classes
-from ..binning import assign_bins, torch_linspace_edges, uniform_edges
-from ..devices import NumpyOps, array_ops
-from ..metric_registry import (
+from ..engine.class_samples import ClassSamples, sort_classes
+from ..engine.binning import assign_bins, torch_linspace_edges, uniform_edges
+from ..engine.devices import NumpyOps, array_ops
+from ..metrics.registry import (
     DENSE_SUMS,
     METRIC_NAMES,
     BinSums,
@@ -21,8 +21,8 @@ from ..metric_registry import (
     metric_values,
     sums_needed,
 )
-from ..metrics import S99_THRESHOLD
-from ..summary import PredictionSummary
+from ..metrics.functional import S99_THRESHOLD
+from ..engine.summary import PredictionSummary
 
 
 
@@ -148,7 +148,7 @@ class Resampler:
     # -- the per-batch math, written once for every device (``self.ops``: numpy or torch) -------------
 
     def use(self, ops) -> "Resampler":
-        """Run the per-batch math with ``ops`` (:func:`~calibrate_cli.devices.array_ops`): the set-up
+        """Run the per-batch math with ``ops`` (:func:`~calibrate_cli.engine.devices.array_ops`): the set-up
         arrays it reads are copied to that device once. Draws, counts and side sums stay in numpy."""
         self.ops = ops
         self.d_groups = [ops.asarray(x) for x in self.x_groups]
@@ -221,7 +221,7 @@ class Resampler:
 
         width / mass: (count, Σconf, Σcorrect) per resample and bin, each (b, M); totals: the column
         sums (b, columns); side: the side sums of :meth:`count` (b, n_side), or None. They become the
-        registry's :class:`~calibrate_cli.metric_registry.MetricSums`, and every metric is computed by
+        registry's :class:`~calibrate_cli.metrics.registry.MetricSums`, and every metric is computed by
         the same function as the point estimate (NaN for a metric whose sums were not computed).
         ``w`` (b, N_padded): the rows' multiplicities (numpy), for the metrics of the samples themselves.
         """
@@ -332,7 +332,7 @@ def on_device(engines: list, device: str) -> list:
 
 
 def _scores_probs(predictions, compat) -> np.ndarray:
-    from ..probabilities import softmax
+    from ..data.probabilities import softmax
 
     dtype = np.float32 if compat else np.float64
     if predictions.input_kind == "logits":

@@ -7,8 +7,8 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from ..errors import InputError
-from ..metric_registry import BOOTSTRAP_DEFAULT
-from ..metrics import METRIC_NAMES
+from ..metrics.registry import BOOTSTRAP_DEFAULT
+from ..metrics.functional import METRIC_NAMES
 
 MetricFn = Callable[[np.ndarray, np.ndarray], float]
 Metrics = Sequence["str | MetricFn"] | Mapping[str, "str | MetricFn"] | None
@@ -19,7 +19,7 @@ def split_metrics(metrics: Metrics) -> tuple[list[str] | None, dict[str, MetricF
 
     Items are names from METRIC_NAMES or callables ``fn(scores, labels) -> float`` (named by their
     ``__name__``); a mapping names its entries itself; "all" is every built-in metric. None: the
-    registry's :data:`~calibrate_cli.metric_registry.BOOTSTRAP_DEFAULT` (all but the per-sample
+    registry's :data:`~calibrate_cli.metrics.registry.BOOTSTRAP_DEFAULT` (all but the per-sample
     KS-CE and SmoothECE, which are costly to resample).
     """
     if metrics is None:

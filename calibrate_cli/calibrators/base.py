@@ -38,8 +38,8 @@ from typing import Any, Callable, ClassVar, NamedTuple
 import numpy as np
 
 from ..errors import CalibError, CalibWarning, FitError, InputError
-from ..predictions import INPUT_KINDS, InputKind, Predictions, _check_scores, as_predictions, row_chunks
-from ..probabilities import softmax
+from ..data.predictions import INPUT_KINDS, InputKind, Predictions, _check_scores, as_predictions, row_chunks
+from ..data.probabilities import softmax
 
 __all__ = ["Calibrator", "FitData", "FitInfo", "OBJECTIVES", "PROB_EPS", "ProbabilitiesClipped", "Search",
            "probabilities_to_logits"]
@@ -102,7 +102,7 @@ class FitData:
 
     @classmethod
     def prepare(cls, scores, labels, input_kind: InputKind, scores_name: str, labels_name: str) -> "FitData":
-        """Validate once (:func:`~calibrate_cli.predictions.as_predictions`); probabilities → log p."""
+        """Validate once (:func:`~calibrate_cli.data.predictions.as_predictions`); probabilities → log p."""
         predictions = as_predictions(
             scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name
         )
@@ -535,7 +535,7 @@ class Calibrator(ABC):
         return out
 
     def apply_as_read(self, predictions: Predictions, *, scores_name: str = "scores") -> Predictions | None:
-        """The calibrated samples as validated :class:`~calibrate_cli.predictions.Predictions` whose
+        """The calibrated samples as validated :class:`~calibrate_cli.data.predictions.Predictions` whose
         scores are computed a row chunk at a time as a pass reads them (no (N, K) array is written),
         equal bit for bit to ``with_scores(apply(scores))``; or None where this map has no such view
         (then :meth:`apply`). The base class has none."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..metrics import DEFAULT_N_BINS
+from ..metrics.functional import DEFAULT_N_BINS
 from .base import FitData, FitInfo, ProbabilityCalibrator, nll_of, json_numbers, probabilities_of, renormalise
 
 __all__ = ["EqualMassHistogramBinning", "HistogramBinning", "MIN_SAMPLES_PER_BIN"]

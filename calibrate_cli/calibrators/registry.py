@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 from ..errors import InputError
-from ..number_text import parse_float
+from ..data.number_text import parse_float
 from .base import Calibrator
 from .bbq import BBQCalibration
 from .beta import BetaCalibration
@@ -136,6 +136,6 @@ def load_calibrator(source: Any) -> Calibrator:
         number = None
     if number is not None:
         return TemperatureScaling(check_temperature(number))
-    from ..io import read_json
+    from ..data.io import read_json
 
     return from_dict(read_json(text, what="a number nor a readable JSON file"), source=text)

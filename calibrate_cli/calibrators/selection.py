@@ -27,11 +27,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..metrics import DEFAULT_N_BINS
+from ..metrics.functional import DEFAULT_N_BINS
 from ..bootstrap.draws import DEFAULT_SEED
 from ..errors import CalibError, InputError
-from ..metric_registry import METRICS
-from ..predictions import as_predictions
+from ..metrics.registry import METRICS
+from ..data.predictions import as_predictions
 from .base import ProbabilitiesClipped
 
 __all__ = ["DEFAULT_FOLDS", "CrossValidated", "choose", "cross_validate", "stratified_folds"]
@@ -98,7 +98,7 @@ def cross_validate(
     progress=None,
 ) -> CrossValidated:
     """The cross-validated ``metric`` of ``method`` on the fitting set (``scores``, ``labels``, or
-    validated :class:`~calibrate_cli.predictions.Predictions` with ``labels`` None), over ``folds``
+    validated :class:`~calibrate_cli.data.predictions.Predictions` with ``labels`` None), over ``folds``
     (:func:`stratified_folds`); ``options`` go to the method, ``n_bins`` and ``compat`` to the metric.
     A fold whose fit or map fails gives a :class:`CrossValidated` with its ``failure``, never a value.
     ``progress(done, total)`` after each fold."""

@@ -7,7 +7,7 @@ accuracy. Two ways to fit T on a validation set (``TemperatureScaling(search=...
   {0.1, …, 10.0}, 100 values); the T minimising the objective (ECE by default, or NLL, AdaECE) on
   the fitting set wins, ties going to the smallest T. Vectorised over T: the rows are processed in
   chunks, each chunk against every T at once; the binned objectives reuse
-  :func:`~calibrate_cli.metrics.equal_width_bins` / :func:`~calibrate_cli.metrics.equal_mass_bins`.
+  :func:`~calibrate_cli.metrics.functional.equal_width_bins` / :func:`~calibrate_cli.metrics.functional.equal_mass_bins`.
 - ``search="nll"`` (Guo et al. 2017): the exact minimiser of the mean NLL over T > 0. With β = 1/T,
   NLL(β) = (1/N) Σ_i [log Σ_k exp(β z_ik) − β z_iy] is convex, with derivative
   NLL'(β) = (1/N) Σ_i [E_{p(β)}[z_i] − z_iy]; its root is found by Newton's method on log β,
@@ -30,16 +30,16 @@ from decimal import Decimal, InvalidOperation
 
 import numpy as np
 
-from ..binning import BinStats, uniform_edges
+from ..engine.binning import BinStats, uniform_edges
 from ..errors import Advice, InputError
-from .. import kernels
-from ..kernels import default_engine as nll_engine  # the NLL pass is in the C extension too
-from ..kernels import numba_engine as default_engine  # the grid kernels are numba's: its threshold
-from ..metrics import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins
-from ..parallel import map_chunks
-from ..predictions import InputKind, Predictions, check_nll_range, check_scaled_range, row_chunks
-from ..summary import _device_ops, check_compat
-from ..number_text import is_plain_float
+from ..engine import kernels
+from ..engine.kernels import default_engine as nll_engine  # the NLL pass is in the C extension too
+from ..engine.kernels import numba_engine as default_engine  # the grid kernels are numba's: its threshold
+from ..metrics.functional import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins
+from ..engine.parallel import map_chunks
+from ..data.predictions import InputKind, Predictions, check_nll_range, check_scaled_range, row_chunks
+from ..engine.summary import _device_ops, check_compat
+from ..data.number_text import is_plain_float
 from .base import OBJECTIVES, Calibrator, FitData, FitInfo, Progress, Search, json_number
 
 __all__ = [
@@ -75,7 +75,7 @@ def check_temperature(temperature: float) -> float:
 
 def apply_temperature(logits: np.ndarray, temperature: float, *, scores_name: str = "logits") -> np.ndarray:
     """Scaled logits ``logits / T`` in float64 (softmax of them is p(T)); a T so small that they
-    overflow is refused (:func:`~calibrate_cli.predictions.check_scaled_range`)."""
+    overflow is refused (:func:`~calibrate_cli.data.predictions.check_scaled_range`)."""
     t = check_temperature(temperature)
     check_scaled_range(logits, t, scores_name=scores_name)
     logits = np.asarray(logits)
@@ -152,7 +152,7 @@ def parse_grid(text: str) -> tuple[str, str, str]:
 
 def _grid_chunk(z: np.ndarray, y: np.ndarray, temps: np.ndarray, objective: str, compat: str | None):
     """Every temperature at once on one chunk of rows: (confidences, correct) or per-sample NLL,
-    computed exactly as :func:`~calibrate_cli.summary.summarize` does on ``logits / T``."""
+    computed exactly as :func:`~calibrate_cli.engine.summary.summarize` does on ``logits / T``."""
     x = z[:, None, :] / temps[None, :, None]  # (r, nT, K) float64, = apply_temperature per T
     if compat:
         x = x.astype(np.float32)  # the reference code's float32 softmax
@@ -173,7 +173,7 @@ def _grid_objectives(data, temps, objective, n_bins, compat, progress, ops=None)
     """The objective at each temperature of ``temps`` on the fitting data.
 
     NLL: per-chunk sums; ECE: per-chunk equal-width statistics of every T at once (stacked
-    :func:`~calibrate_cli.metrics.equal_width_bins`), merged over chunks — memory bounded by a chunk.
+    :func:`~calibrate_cli.metrics.functional.equal_width_bins`), merged over chunks — memory bounded by a chunk.
     AdaECE needs every confidence at a T (its equal-mass edges come from their sorted order), so the
     temperatures go in groups of at most ``_ADAECE_GRID_VALUES // N``, one pass over the data each.
     """
@@ -192,7 +192,7 @@ def _grid_objectives(data, temps, objective, n_bins, compat, progress, ops=None)
 
 def _grid_engine(data, n_t: int, objective: str, compat) -> str:
     """"fused" (the compiled grid kernel) for the ECE and NLL objectives in float64 when numba is
-    there and the work (N·K·|T| values) is large (:func:`~calibrate_cli.kernels.default_engine`)."""
+    there and the work (N·K·|T| values) is large (:func:`~calibrate_cli.engine.kernels.default_engine`)."""
     if compat or objective == "adaece":
         return "numpy"
     return default_engine(data.n * data.k * n_t)
@@ -207,9 +207,9 @@ def _kernel_rows(chunk: np.ndarray) -> np.ndarray:
 
 
 def _fused_grid_pass(data, temps, objective, n_bins, report) -> np.ndarray:
-    """The grid by the compiled kernel (:mod:`calibrate_cli._grid_kernel`): each chunk read once for
+    """The grid by the compiled kernel (:mod:`calibrate_cli.engine.numba_grid`): each chunk read once for
     every T; per chunk (T, M) bin sums or per-T NLL sums, added in chunk order."""
-    from .._grid_kernel import grid_rows
+    from ..engine.numba_grid import grid_rows
 
     n_t = temps.shape[0]
     edges = uniform_edges(n_bins)
@@ -235,9 +235,9 @@ def _fused_grid_pass(data, temps, objective, n_bins, report) -> np.ndarray:
 
 
 def _torch_grid_pass(data, temps, objective, n_bins, report, ops) -> np.ndarray:
-    """The grid on a torch device (:func:`~calibrate_cli.torch_engine.grid_sums`): row chunks of at most
-    :data:`~calibrate_cli.torch_engine.TORCH_CHUNK_ELEMENTS` rows × T × K values, one at a time."""
-    from .. import torch_engine
+    """The grid on a torch device (:func:`~calibrate_cli.engine.torch_pass.grid_sums`): row chunks of at most
+    :data:`~calibrate_cli.engine.torch_pass.TORCH_CHUNK_ELEMENTS` rows × T × K values, one at a time."""
+    from ..engine import torch_pass as torch_engine
 
     n_t = temps.shape[0]
     want_bins = objective == "ece"
@@ -292,9 +292,9 @@ def _grid_pass(data, temps, objective, n_bins, compat, report, ops=None) -> np.n
 def _nll_pass(data: FitData, beta: float, engine: str = "numpy") -> tuple[float, float, float]:
     """One pass at β = 1/T: the mean NLL of softmax(β z), its derivative in β and the mean variance.
     ``engine="fused"``: the same sums by the compiled kernel (the C extension's ``nll_rows``, else numba's
-    :func:`~calibrate_cli._grid_kernel.nll_rows`: the same float64 operations, equal to rounding);
-    a torch device's namespace (:func:`~calibrate_cli.devices.array_ops`): by
-    :func:`~calibrate_cli.torch_engine.nll_sums` there.
+    :func:`~calibrate_cli.engine.numba_grid.nll_rows`: the same float64 operations, equal to rounding);
+    a torch device's namespace (:func:`~calibrate_cli.engine.devices.array_ops`): by
+    :func:`~calibrate_cli.engine.torch_pass.nll_sums` there.
 
     With d = z − max_k z (a row shift changes nothing), p = softmax(β d):
     NLL = (1/N) Σ_i [log Σ_k e^{β d_ik} − β d_iy],  NLL'(β) = (1/N) Σ_i (E_p[d_i] − d_iy),
@@ -320,7 +320,7 @@ def _nll_pass(data: FitData, beta: float, engine: str = "numpy") -> tuple[float,
         )
 
     if not isinstance(engine, str):  # a torch device's namespace
-        from ..torch_engine import TORCH_CHUNK_ELEMENTS, nll_sums
+        from ..engine.torch_pass import TORCH_CHUNK_ELEMENTS, nll_sums
 
         total = grad = var = 0.0
         for rows in row_chunks(data.n, data.k, TORCH_CHUNK_ELEMENTS):
@@ -331,7 +331,7 @@ def _nll_pass(data: FitData, beta: float, engine: str = "numpy") -> tuple[float,
         if kernels.HAVE_CKERNEL:  # no numba to load (~1 s of a whole `calib temperature --search nll`)
             nll_rows = kernels._ckernel.nll_rows
         else:
-            from .._grid_kernel import nll_rows
+            from ..engine.numba_grid import nll_rows
 
         def one_chunk(rows: slice) -> tuple[float, float, float]:  # noqa: F811 - the compiled pass
             out = np.zeros(3)
@@ -557,7 +557,7 @@ class TemperatureScaling(Calibrator):
 
     def apply_as_read(self, predictions: Predictions, *, scores_name: str = "scores") -> Predictions | None:
         """Logits / T divided as each chunk is read (:meth:`Predictions.divided
-        <calibrate_cli.predictions.Predictions.divided>`: the same float64 division per value as
+        <calibrate_cli.data.predictions.Predictions.divided>`: the same float64 division per value as
         :func:`apply_temperature`), after the same overflow check; None for probabilities or another K
         than the fitted one (:meth:`apply` then converts, or says what is wrong)."""
         if predictions.input_kind != "logits" or not self.is_fitted or self.k not in (None, predictions.k):

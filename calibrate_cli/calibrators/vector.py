@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..predictions import row_chunks
+from ..data.predictions import row_chunks
 from ._solve import newton_affordable, one_blas_thread
 from .base import Calibrator, FitData, FitInfo, Progress, Search, json_numbers
 

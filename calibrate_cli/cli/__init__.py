@@ -90,7 +90,7 @@ def _end_now(signum, frame):
     """SIGTERM, SIGHUP, SIGINT: remove this run's temporaries and exit with 128 + the signal's
     number at once. (Raising an exception instead is not reliable: a C++ extension such as
     matplotlib's Agg may turn it into an unrelated TypeError.)"""
-    from ..io import remove_live_temporaries
+    from ..data.io import remove_live_temporaries
 
     remove_live_temporaries()
     os._exit(128 + signum)
@@ -209,7 +209,7 @@ class CalibGroup(click.Group):
 
     def invoke(self, ctx: click.Context):
         from . import render
-        from ..io import INPUTS_READ, inputs_read_text, remove_live_temporaries, resource_problem
+        from ..data.io import INPUTS_READ, inputs_read_text, remove_live_temporaries, resource_problem
         from .hints import cli_text
 
         debug = bool(os.environ.get(DEBUG_ENV))

@@ -108,7 +108,7 @@ def compare_command(
       calib compare a.npy y.npy b.npy y.npy --bootstrap 10000 --device cuda
     """
     from ..bootstrap import compare
-    from ..devices import resolve_device
+    from ..engine.devices import resolve_device
 
     check_device_use(device, n_resamples)
     check_resamples(n_resamples, ci_level, device)

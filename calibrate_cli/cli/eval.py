@@ -10,8 +10,8 @@ import click
 from .._version import __version__
 from ..errors import InputError
 from ..evaluate import evaluate
-from ..gates import check_gates
-from ..predictions import resolve_input_kind
+from ..metrics.gates import check_gates
+from ..data.predictions import resolve_input_kind
 from . import render
 from .hints import gate_option
 from .options import (
@@ -277,7 +277,7 @@ def eval_command(
 
 def _optional_metrics(extra) -> list[str]:
     """The metrics of ``--metrics`` (and gates) that the default pass leaves out."""
-    from ..metric_registry import METRICS
+    from ..metrics.registry import METRICS
 
     return [spec.name for spec in METRICS if not spec.by_default and (extra == "all" or spec.name in (extra or ()))]
 
@@ -321,12 +321,12 @@ def _eval_file(scores, labels, label_col, *, calibrator, input_kind, n_bins, com
 
 def _streamed(scores, label_col, *, input_kind, n_bins, compat, device, extra_metrics):
     """(report, score columns) of SCORES with its --labels column, its blocks streamed into the summary pass
-    (calibrate_cli.stream: the same numbers, no (N, K) array held), or None where the file is read
+    (calibrate_cli.engine.stream: the same numbers, no (N, K) array held), or None where the file is read
     whole: a type or CSV layout only the whole reader handles, or any problem in the file (the whole
     reader then gives its message, with row numbers counted over the whole file)."""
     from ..evaluate import report_from_summary
-    from ..io import NotStreamed, stream_scores
-    from ..stream import RowCountMismatch, summarize_blocks
+    from ..data.io import NotStreamed, stream_scores
+    from ..engine.stream import RowCountMismatch, summarize_blocks
 
     from .options import _csv_settings
 
@@ -370,8 +370,8 @@ def _calibrated(pair, *, load, calibrator, input_kind):
 
 def _eval_shards(pairs, load, *, scores, labels, label_col, calibrator, input_kind, n_bins, compat, engine, scheduler,
                  bootstrap, ci_level, ci_method, seed, device, bootstrap_metrics=None, scheduler_timeout=None):
-    """Shards: summarise each (here or as Dask tasks), merge, report (calibrate_cli.shards)."""
-    from ..shards import report_from_shards, summarize_shards
+    """Shards: summarise each (here or as Dask tasks), merge, report (calibrate_cli.engine.shards)."""
+    from ..engine.shards import report_from_shards, summarize_shards
 
     if calibrator is not None:
         load = functools.partial(_calibrated, load=load, calibrator=calibrator, input_kind=input_kind)
@@ -407,7 +407,7 @@ def _dask(scheduler: str | None, timeout: float | None = None):
         import distributed  # noqa: F401
     except ImportError:
         raise InputError(f"--engine dask needs dask[distributed], which is not installed: {DASK_INSTALL}") from None
-    from ..shards import dask_client
+    from ..engine.shards import dask_client
 
     stack = contextlib.ExitStack()
     stack.callback(_silence_dask_for_the_rest_of_the_process)
@@ -428,7 +428,7 @@ def _silence_dask_for_the_rest_of_the_process() -> None:
     is over, and what the cluster's threads leave behind (a future with an unread TimeoutError from a
     close that timed out on a loaded machine) can be finalised as late as interpreter exit, where its
     record would land on stderr after calib's own output (CI saw it once)."""
-    from ..shards import dask_loggers
+    from ..engine.shards import dask_loggers
 
     for logger in dask_loggers():
         logger.disabled = True
@@ -440,7 +440,7 @@ def _finish(report, scores, labels_name, gates, gate_on, plot_path, force, fmt, 
     intervals = report.intervals or None
     results = check_gates(report.metrics, gates, gated_on=gate_on, intervals=intervals)
     if plot_path:
-        from ..plots import escape_mathtext, eval_figure, save_figure
+        from ..plots.diagram import escape_mathtext, eval_figure, save_figure
         from .plot import model_names
 
         ece_ci = intervals.get("ece") if intervals else None

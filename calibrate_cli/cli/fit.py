@@ -9,7 +9,7 @@ from ..calibrators import CALIBRATORS, OBJECTIVES, fit as fit_method
 from ..calibrators.selection import DEFAULT_FOLDS, SELECTABLE, choose, cross_validate, stratified_folds
 from ..errors import CalibError, FitError, InputError
 from ..evaluate import conventions, evaluate
-from ..metric_registry import METRIC_NAMES, METRICS, PAPER_COLUMNS
+from ..metrics.registry import METRIC_NAMES, METRICS, PAPER_COLUMNS
 from . import render
 from .hints import cli_text
 from .options import (

@@ -50,7 +50,7 @@ def gamma_command(p0s, fmt, output, force):
       calib gamma 0.1 0.2 0.25 0.5          # one row each
       calib gamma 0.2 0.25 --format json
     """
-    from ..focal_gamma import focal_gammas
+    from ..training.focal_gamma import focal_gammas
 
     Outputs(force).report("--output", output).check()
     rows = focal_gammas(p0s)

@@ -6,7 +6,7 @@ import click
 
 from .._version import __version__
 from ..ood import OOD_SCORES, ood_auroc
-from ..predictions import resolve_input_kind
+from ..data.predictions import resolve_input_kind
 from . import render
 from .options import (
     Outputs,

@@ -9,11 +9,11 @@ from pathlib import Path
 import click
 
 from ..bootstrap import CI_METHODS, DEFAULT_CI_LEVEL, DEFAULT_CI_METHOD, DEFAULT_SEED
-from ..devices import DEFAULT_DEVICE, DEVICES
+from ..engine.devices import DEFAULT_DEVICE, DEVICES
 from ..errors import OutputError
-from ..gates import GATE_ON, Gate
+from ..metrics.gates import GATE_ON, Gate
 from ..errors import InputError
-from ..io import (
+from ..data.io import (
     AmbiguousHeaderError,
     CsvCellError,
     IndexColumnError,
@@ -23,17 +23,17 @@ from ..io import (
     pair_shards,
     read_scores,
 )
-from ..binning import MAX_N_BINS
-from ..metrics import DEFAULT_N_BINS
-from ..number_text import PLAIN_NUMBERS, is_plain_float, is_plain_int, lenient_only, parse_float
-from ..summary import COMPAT_MODES
+from ..engine.binning import MAX_N_BINS
+from ..metrics.functional import DEFAULT_N_BINS
+from ..data.number_text import PLAIN_NUMBERS, is_plain_float, is_plain_int, lenient_only, parse_float
+from ..engine.summary import COMPAT_MODES
 
 FORMATS = ("table", "json", "csv", "markdown")
 
 
 # -- numbers in options: ASCII decimal and scientific notation only ----------------------------------
 # Click converts with float() / int(), which read "1_5" as 15 and Arabic-Indic "١٢" as 12: every
-# numeric option and argument takes one of these types instead (calibrate_cli.number_text).
+# numeric option and argument takes one of these types instead (calibrate_cli.data.number_text).
 
 
 class _PlainNumber:
@@ -111,7 +111,7 @@ LOGITS_HELP = (
 def probs_option(help: str = PROBS_HELP):
     """``--probs`` / ``--logits``: the command receives ``input_kind`` = "probs", "logits", or None when
     neither is given (logits, but scores that look like probabilities are refused:
-    :func:`~calibrate_cli.predictions.resolve_input_kind`)."""
+    :func:`~calibrate_cli.data.predictions.resolve_input_kind`)."""
     def decorate(func):
         func = click.option("--logits", "input_kind", flag_value="logits", help=LOGITS_HELP)(func)
         return click.option("--probs", "input_kind", flag_value="probs", default=None, help=help)(func)
@@ -323,7 +323,7 @@ class Outputs:
     """Every file a command will write, checked together before any work starts.
 
     ``Outputs(force).report("--output", path).figure("--plot", path).array("--save-logits", path)``
-    then :meth:`check`: each path must be writable (:func:`~calibrate_cli.io.check_output_path`:
+    then :meth:`check`: each path must be writable (:func:`~calibrate_cli.data.io.check_output_path`:
     folder exists and is writable, name within NAME_MAX, no existing file without --force, never
     a directory/FIFO/device), a figure needs .png/.svg/.pdf and an array .npy, and no two options
     may name one file (same resolved path, or the same file through a link). ``-`` (stdout) is
@@ -349,7 +349,7 @@ class Outputs:
         return self._add("array", option, path)
 
     def check(self) -> "Outputs":
-        from ..io import check_array_path, check_output_path, is_sink
+        from ..data.io import check_array_path, check_output_path, is_sink
 
         seen: list[tuple[str, str, Path]] = []
         for kind, option, path in self._items:
@@ -359,7 +359,7 @@ class Outputs:
                 what = "a figure file (.png, .svg, .pdf)" if kind == "figure" else "a .npy file"
                 raise OutputError(f"{option} -: standard output takes reports only; give {what}")
             if kind == "figure":
-                from ..plots import check_figure_path
+                from ..plots.diagram import check_figure_path
 
                 target = check_figure_path(path, force=self.force)
             elif kind == "array":
@@ -406,7 +406,7 @@ def _bootstrap_metrics(value: str | None):
     """``--bootstrap-metrics``: None (the default set), "all", or a list of metric names."""
     if value is None or value.strip().lower() == "all":
         return None if value is None else "all"
-    from ..gates import normalize_metric_name
+    from ..metrics.gates import normalize_metric_name
 
     return [normalize_metric_name(name) for name in value.split(",") if name.strip()]
 
@@ -425,7 +425,7 @@ DEVICE_HELP = (
 
 
 def device_option(help_text: str = DEVICE_HELP):
-    """--device cpu|cuda|auto|torch-cpu (calibrate_cli.devices)."""
+    """--device cpu|cuda|auto|torch-cpu (calibrate_cli.engine.devices)."""
     return click.option(
         "--device", type=click.Choice(DEVICES), default=DEFAULT_DEVICE, show_default=True, help=help_text
     )
@@ -433,7 +433,7 @@ def device_option(help_text: str = DEVICE_HELP):
 
 def check_device(device: str) -> str:
     """Resolve --device now, before any work: an unavailable one is a one-line error (exit 2)."""
-    from ..devices import resolve_device
+    from ..engine.devices import resolve_device
 
     return resolve_device(device)
 
@@ -573,7 +573,7 @@ def gate_on_option(func):
 
 def parse_metric_list(text: str | None, option: str = "--metrics"):
     """``--metrics``: None (not given), "all", or a tuple of known metric names (comma-separated)."""
-    from ..metric_registry import METRIC_NAMES
+    from ..metrics.registry import METRIC_NAMES
 
     if text is None:
         return None
@@ -588,7 +588,7 @@ def parse_metric_list(text: str | None, option: str = "--metrics"):
 
 def extra_metrics_option(func):
     """``--metrics LIST|all`` on commands that report every default metric: the opt-in ones to add."""
-    from ..metric_registry import METRICS
+    from ..metrics.registry import METRICS
 
     optional = ", ".join(spec.name for spec in METRICS if not spec.by_default)
     return click.option(
@@ -624,7 +624,7 @@ def _with_hint(exc: InputError, score_cols: str | None) -> InputError:
 
 
 def shard_inputs(scores: str, labels: str | None, label_col: str | None, *, single: bool = False):
-    """Sharded SCORES/LABELS (quoted globs or directories, :func:`~calibrate_cli.io.list_shards`): the
+    """Sharded SCORES/LABELS (quoted globs or directories, :func:`~calibrate_cli.data.io.list_shards`): the
     (scores file, labels file) pairs in order and a picklable loader of one pair; for single files
     None (or, with ``single``, one pair)."""
     if labels is not None and label_col is not None:
@@ -658,7 +658,7 @@ def _shards_of(source: str, files: list[str] | None) -> str:
 
 
 def load_pair(pair: tuple, **options) -> tuple:
-    """One shard's (scores, labels, scores_name, labels_name) (:func:`~calibrate_cli.io.load_shard`)."""
+    """One shard's (scores, labels, scores_name, labels_name) (:func:`~calibrate_cli.data.io.load_shard`)."""
     try:
         return load_shard(pair[0], pair[1], **options)
     except InputError as exc:
@@ -682,7 +682,7 @@ def load_inputs(scores: str, labels: str | None, label_col: str | None):
 
 
 def read_inputs(scores: str, labels: str | None, label_col: str | None):
-    """(:class:`~calibrate_cli.io.ScoresFile` of SCORES, labels, labels' name): SCORES and LABELS (or
+    """(:class:`~calibrate_cli.data.io.ScoresFile` of SCORES, labels, labels' name): SCORES and LABELS (or
     SCORES' --label-col column) read with the command's CSV options.
 
     Labels that are class names map to the score columns' names. When the first row of a CSV file

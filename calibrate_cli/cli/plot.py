@@ -8,9 +8,9 @@ import click
 
 from ..calibrators import load_calibrator
 from ..errors import InputError
-from ..io import split_source
-from ..predictions import resolve_input_kind
-from ..plots import DEFAULT_DPI, STRATEGIES, MAX_CLASSWISE_CLASSES, escape_mathtext
+from ..data.io import split_source
+from ..data.predictions import resolve_input_kind
+from ..plots.diagram import DEFAULT_DPI, STRATEGIES, MAX_CLASSWISE_CLASSES, escape_mathtext
 from . import render
 from .options import (
     PlainIntRange,
@@ -131,7 +131,7 @@ def plot_command(
       calib plot logits.npy labels.npy --classwise --classes 0-4,7 -o classes.png   # K > 20: pick classes
       calib plot logits.npy labels.npy -o reliability.png --device cuda   # the pass on the GPU
     """
-    from ..plots import (
+    from ..plots.diagram import (
         ReliabilityDiagram,
         before_after_figure,
         classwise_diagrams,

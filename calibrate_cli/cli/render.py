@@ -16,9 +16,9 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..metric_registry import METRIC_DEFINITIONS, METRIC_NAMES, METRICS
+from ..metrics.registry import METRIC_DEFINITIONS, METRIC_NAMES, METRICS
 
-# Names, display names and formats come from the metric registry (calibrate_cli/metric_registry.py).
+# Names, display names and formats come from the metric registry (calibrate_cli/metrics/registry.py).
 # Metrics that are fractions in [0, 1] and read best as percentages in tables.
 PERCENT_METRICS = frozenset(spec.name for spec in METRICS if spec.percent)
 PRETTY_NAMES = {spec.name: spec.display_name for spec in METRICS}
@@ -366,7 +366,7 @@ def emit(text: str, output: str | None, force: bool) -> None:
     """Write ``text`` to ``output`` (atomically, refusing to overwrite without force) or to stdout
     (``None`` or ``-``)."""
     if output and output != "-":
-        from ..io import write_text
+        from ..data.io import write_text
 
         write_text(output, text, force=force)
     else:

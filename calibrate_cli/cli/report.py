@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from ..io import split_source
-from ..temperature import parse_grid
+from ..data.io import split_source
+from ..calibrators.temperature_fit import parse_grid
 from . import render
 from .hints import cli_text
 from .options import (
@@ -120,7 +120,7 @@ def report_command(
     notes += [w for w in interval_warnings(report.after.intervals, prefix="Post T ") if w not in notes]
     render.warn(warnings + notes)
     page = render_html(report, warnings=warnings, interval_notes=notes)
-    from ..io import write_text
+    from ..data.io import write_text
 
     written = write_text(output, page, force=force)
     render.stderr_console().print(

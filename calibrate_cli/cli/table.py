@@ -11,9 +11,9 @@ import click
 from .._version import __version__
 from ..errors import InputError
 from ..evaluate import conventions
-from ..io import split_source
-from ..table import TABLE_METRICS, model_row
-from ..temperature import OBJECTIVES, parse_grid
+from ..data.io import split_source
+from ..training.paper_table import TABLE_METRICS, model_row
+from ..calibrators.temperature_fit import OBJECTIVES, parse_grid
 from . import render
 from .hints import cli_text
 from .options import (

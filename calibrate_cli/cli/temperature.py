@@ -8,11 +8,11 @@ from .._version import __version__
 from ..calibrators import CALIBRATORS
 from ..errors import InputError
 from ..evaluate import conventions, evaluate
-from ..io import write_array
-from ..metrics import METRIC_NAMES
-from ..number_text import PLAIN_NUMBERS, lenient_only
-from ..predictions import as_predictions
-from ..temperature import DEFAULT_GRID, OBJECTIVES, SEARCHES, fit_temperature, parse_grid
+from ..data.io import write_array
+from ..metrics.functional import METRIC_NAMES
+from ..data.number_text import PLAIN_NUMBERS, lenient_only
+from ..data.predictions import as_predictions
+from ..calibrators.temperature_fit import DEFAULT_GRID, OBJECTIVES, SEARCHES, fit_temperature, parse_grid
 from . import render
 from .hints import cli_text
 from .options import (
@@ -288,7 +288,7 @@ def temperature_command(
     render.write_report(render.to_json(payload) if fmt == "json" else _report(fmt, fit, sets, title), output, force)
 
     if plot_path:
-        from ..plots import ReliabilityDiagram, comparison_figure, escape_mathtext, save_figure
+        from ..plots.diagram import ReliabilityDiagram, comparison_figure, escape_mathtext, save_figure
 
         which = "test" if "test" in sets else "fit"
         before, after = sets[which]

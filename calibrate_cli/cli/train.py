@@ -151,7 +151,7 @@ def _report(result) -> None:
     for name in ("val", "test"):
         columns += [render.Column(f"{name}\nPre T"), render.Column(f"{name}\nPost T ({summary['temperature']:.4g})")]
         reports += [summary[name]["before"], summary[name]["after"]]
-    from ..metric_registry import PAPER_COLUMNS as shown
+    from ..metrics.registry import PAPER_COLUMNS as shown
     rows = [[render.PRETTY_NAMES[m], *(render.format_value(m, r.get(m)) for r in reports)] for m in shown]
     title = f"{summary['config']['model']} · {summary['config']['loss']} · {summary['epochs_done']} epochs → {result.run_dir}"
     render.write_report(render.render_rows("table", columns, rows, title=title), None, False)

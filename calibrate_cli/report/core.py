@@ -1,7 +1,7 @@
 """The data of an HTML calibration report, from arrays (no files, no HTML, no matplotlib).
 
 :func:`build_report` fits a temperature on the validation set (the paper's grid by ECE, or the
-exact NLL optimum: :func:`~calibrate_cli.temperature.fit_temperature`), applies it to the test set
+exact NLL optimum: :func:`~calibrate_cli.calibrators.temperature_fit.fit_temperature`), applies it to the test set
 when there is one (else the numbers are those of the validation set itself, and say so), and
 evaluates that set before and after with :func:`~calibrate_cli.evaluate.evaluate` (bootstrap
 intervals with ``bootstrap=B``). Every number of the report comes from those two calls and from
@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from .._version import __version__
 from ..errors import InputError
 from ..evaluate import EvalReport, conventions, evaluate
-from ..metrics import DEFAULT_N_BINS
-from ..predictions import InputKind, Predictions, as_predictions
-from ..temperature import DEFAULT_GRID, TemperatureFit, fit_temperature
+from ..metrics.functional import DEFAULT_N_BINS
+from ..data.predictions import InputKind, Predictions, as_predictions
+from ..calibrators.temperature_fit import DEFAULT_GRID, TemperatureFit, fit_temperature
 
 __all__ = ["InputFile", "CalibrationReport", "build_report", "report_time", "REPORT_SEARCHES"]
 
@@ -169,7 +169,7 @@ def build_report(
 
     ``val_scores``/``val_labels`` (and optional ``test_scores``/``test_labels``): arrays as
     :func:`~calibrate_cli.evaluate.evaluate` takes them (or validated
-    :class:`~calibrate_cli.predictions.Predictions` with labels None). ``search``: "grid" (the
+    :class:`~calibrate_cli.data.predictions.Predictions` with labels None). ``search``: "grid" (the
     paper: T on ``grid`` minimising ``objective``, ECE by default) or "nll" (the exact NLL optimum);
     ``n_bins``, ``compat`` as in ``evaluate``. ``bootstrap=B`` puts intervals on the metrics before
     and after (the same resamples for both: ``ci_level``, ``ci_method``, ``seed``, ``device``,

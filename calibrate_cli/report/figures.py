@@ -1,8 +1,8 @@
-"""The figures of the HTML report, drawn with the plot code of :mod:`calibrate_cli.plots` and
+"""The figures of the HTML report, drawn with the plot code of :mod:`calibrate_cli.plots.diagram` and
 written as inline SVG (matplotlib's SVG backend; no file, no network).
 
 - :func:`reliability_figure`: the reliability diagrams before / after T
-  (:func:`~calibrate_cli.plots.comparison_figure` of the reports' own bins);
+  (:func:`~calibrate_cli.plots.diagram.comparison_figure` of the reports' own bins);
 - :func:`temperature_figure`: ECE and NLL of the validation set against T, the fitted T marked;
 - :func:`per_class_figure`: ECE_k per class before / after (the terms of classwise-ECE);
 - :func:`confidence_figure`: the share of samples per confidence bin before / after, with the
@@ -20,7 +20,7 @@ import re
 
 import numpy as np
 
-from ..plots import (
+from ..plots.diagram import (
     ACCURACY_COLOR,
     FIGURE_METADATA,
     OVER_COLOR,

@@ -17,7 +17,7 @@ from string import Template
 
 from ..bootstrap.intervals import CLIPPED_MARK, EXCLUDES_MARK, MARK_NOTES, method_label, methods_note
 from ..evaluate import conventions
-from ..metric_registry import METRICS
+from ..metrics.registry import METRICS
 from .core import CalibrationReport
 from .figures import (
     confidence_figure,

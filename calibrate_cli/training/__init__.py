@@ -4,7 +4,7 @@ A room of its own, and the only part of calib besides ``.pt`` input that needs t
 extra): ``data`` (datasets that are never downloaded, held as arrays), ``models`` (the paper's CIFAR
 networks and small ones for CPUs, plain torch), ``augment`` (random crop and flip on device tensors)
 and ``loop`` (the training loop, its run folder, checkpoints and resume). The losses themselves live
-in :mod:`calibrate_cli.losses`. Nothing here is imported by ``calib eval`` or the evaluation core; the
+in :mod:`calibrate_cli.training.losses`. Nothing here is imported by ``calib eval`` or the evaluation core; the
 loop uses the core (:func:`calibrate_cli.evaluate`, :func:`calibrate_cli.fit_temperature`) for its
 metrics.
 """

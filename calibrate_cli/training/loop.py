@@ -1,7 +1,7 @@
 """The training loop of ``calib train``: recipes, the run folder, checkpoints, resume, DDP.
 
 A run trains ``config.model`` on ``config.data`` with the loss ``config.loss``
-(:func:`calibrate_cli.losses.make_loss`) and keeps everything in one folder, RUN_DIR:
+(:func:`calibrate_cli.training.losses.make_loss`) and keeps everything in one folder, RUN_DIR:
 
 =====================  ===================================================================================
 ``config.json``        the run's settings (a resumed run must have the same)
@@ -57,9 +57,9 @@ import torch.nn as nn
 
 from .._version import __version__
 from ..errors import InputError, OutputError
-from ..io import atomic_write, write_array, write_text
-from ..metric_registry import TRAIN_HISTORY
-from ..parallel import THREADS_ENV, cpu_threads
+from ..data.io import atomic_write, write_array, write_text
+from ..metrics.registry import TRAIN_HISTORY
+from ..engine.parallel import THREADS_ENV, cpu_threads
 from . import RECIPES
 from .augment import random_crop_flip
 from .data import Dataset, load_dataset
@@ -331,7 +331,7 @@ def _val_metrics(logits: np.ndarray, labels: np.ndarray, n_bins: int) -> dict:
 def _summary(config: TrainConfig, dataset: Dataset, val_logits, test_logits, history, n_params, started) -> dict:
     """summary.json: the metrics of both sets before/after the paper's temperature (grid by ECE on val)."""
     from ..evaluate import evaluate
-    from ..temperature import fit_temperature
+    from ..calibrators.temperature_fit import fit_temperature
 
     out = {
         "calib_version": __version__,
@@ -360,7 +360,7 @@ def _summary(config: TrainConfig, dataset: Dataset, val_logits, test_logits, his
 
 
 def _default_loss_factory(name, num_classes, **params):
-    from ..losses import make_loss
+    from .losses import make_loss
 
     return make_loss(name, num_classes, **params)
 
@@ -381,7 +381,7 @@ def train(
     ``progress(done, total)``: after every step, counting the steps of the whole run. ``on_epoch(record,
     total_epochs)``: after every epoch. ``step_hook(epoch, step)``: called after each optimiser step
     (tests use it to stop a run midway). ``loss_factory``: ``make_loss``'s signature (default:
-    :func:`calibrate_cli.losses.make_loss`). Under torchrun the process group is set up here (and
+    :func:`calibrate_cli.training.losses.make_loss`). Under torchrun the process group is set up here (and
     torn down at the end)."""
     dist = _dist_from_env()
     loss_factory = loss_factory or _default_loss_factory
@@ -413,7 +413,7 @@ def train(
 
 
 def _read_config(path: Path) -> dict:
-    from ..io import read_json
+    from ..data.io import read_json
 
     saved = read_json(path, what="a calib run's config.json")
     names = {f.name for f in fields(TrainConfig)}

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from libm import METRIC_ABS, METRIC_REL
 
-from calibrate_cli.binning import equal_mass_edges
+from calibrate_cli.engine.binning import equal_mass_edges
 from calibrate_cli.bootstrap import (
     ConfidenceInterval,
     bootstrap,
@@ -24,11 +24,11 @@ from calibrate_cli.bootstrap import (
 )
 from calibrate_cli.bootstrap.resampler import resampler_for
 from calibrate_cli.errors import InputError
-from calibrate_cli.metric_registry import BOOTSTRAP_DEFAULT
+from calibrate_cli.metrics.registry import BOOTSTRAP_DEFAULT
 from calibrate_cli.evaluate import summarize_data
-from calibrate_cli.metrics import METRIC_NAMES, metrics_from_summary
-from calibrate_cli.predictions import as_predictions
-from calibrate_cli.summary import summarize
+from calibrate_cli.metrics.functional import METRIC_NAMES, metrics_from_summary
+from calibrate_cli.data.predictions import as_predictions
+from calibrate_cli.engine.summary import summarize
 
 REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference"
 
@@ -346,7 +346,7 @@ class _ShapeDependentBlas:
 def test_a_metric_subset_is_bit_identical_whatever_blas_kernel_the_shape_picks(monkeypatch):
     """A metric's value must not come from a product whose shape depends on the other metrics asked
     for: with a shape-dependent BLAS, a subset still gives the intervals of the full set bit for bit."""
-    import calibrate_cli.devices as devices  # the numpy engine's array operations live there
+    import calibrate_cli.engine.devices as devices  # the numpy engine's array operations live there
 
     monkeypatch.setattr(devices, "np", _ShapeDependentBlas())
     logits, labels = _data(300, 8)

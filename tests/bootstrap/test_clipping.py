@@ -10,8 +10,8 @@ import pytest
 
 from calibrate_cli.bootstrap import METRIC_RANGES, ConfidenceInterval, confidence_interval
 from calibrate_cli.bootstrap.intervals import CLIPPED_MARK, EXCLUDES_MARK, clip_to_range
-from calibrate_cli.gates import Gate, check_gates
-from calibrate_cli.metric_registry import metric_spec
+from calibrate_cli.metrics.gates import Gate, check_gates
+from calibrate_cli.metrics.registry import metric_spec
 
 INF = math.inf
 

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 
 from calibrate_cli.bootstrap import bootstrap, bootstrap_values, compare  # noqa: E402
 from calibrate_cli.errors import InputError  # noqa: E402
-from calibrate_cli.metrics import METRIC_NAMES  # noqa: E402
+from calibrate_cli.metrics.functional import METRIC_NAMES  # noqa: E402
 
 HAS_CUDA = torch.cuda.is_available()
 

@@ -9,7 +9,7 @@ import pytest
 from libm import METRIC_ABS, METRIC_REL
 
 from calibrate_cli.bootstrap import bootstrap, compare
-from calibrate_cli.metric_registry import BOOTSTRAP_DEFAULT
+from calibrate_cli.metrics.registry import BOOTSTRAP_DEFAULT
 from calibrate_cli.cli import cli
 
 
@@ -211,7 +211,7 @@ def test_eval_csv_and_markdown_carry_the_intervals(runner, files):
 
 def test_eval_plot_shows_the_ece_interval(runner, files, tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
-    import calibrate_cli.plots as plots
+    import calibrate_cli.plots.diagram as plots
 
     paths, logits, labels = files
     seen = {}

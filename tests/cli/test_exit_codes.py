@@ -113,7 +113,7 @@ def test_mathtext_in_title_and_names_is_drawn_literally(runner, data):
 
 
 def test_mathtext_escaping_keeps_the_text():
-    from calibrate_cli.plots import escape_mathtext
+    from calibrate_cli.plots.diagram import escape_mathtext
     from matplotlib.figure import Figure
 
     fig = Figure()
@@ -233,14 +233,14 @@ def test_an_ascii_terminal_gets_an_ascii_error_line(data):
 
 
 #: Ctrl-C while `calib` imports its modules (its first 50-150 ms): SIGINT arrives during the import
-#: of calibrate_cli.binning, the package's first heavy import (numpy)
+#: of calibrate_cli.engine.binning, the package's first heavy import (numpy)
 INTERRUPTED_WHILE_IMPORTING = """
 import os, signal, sys
 sys.argv[0] = "calib"
 
 class Interrupt:
     def find_spec(self, name, path=None, target=None):
-        if name == "calibrate_cli.binning":
+        if name == "calibrate_cli.engine.binning":
             os.kill(os.getpid(), signal.SIGINT)
         return None
 

@@ -90,8 +90,8 @@ def models(folder: Path) -> dict[str, Path]:
 
 @pytest.fixture()
 def saved_figures(monkeypatch):
-    """The figures the CLI saves (the commands import save_figure from calibrate_cli.plots when run)."""
-    import calibrate_cli.plots as plots
+    """The figures the CLI saves (the commands import save_figure from calibrate_cli.plots.diagram when run)."""
+    import calibrate_cli.plots.diagram as plots
 
     figures = []
     original = plots.save_figure
@@ -191,7 +191,7 @@ def test_temperature_plot_long_name_fits(runner, tmp_path, saved_figures):
 
 
 def test_shorten_middle():
-    from calibrate_cli.plots import shorten_middle
+    from calibrate_cli.plots.diagram import shorten_middle
 
     assert shorten_middle("abcdef", 10) == "abcdef"
     assert shorten_middle("abcdefgh", 4) == "ab…gh"
@@ -269,7 +269,7 @@ def test_definitions_in_full_when_wide_and_dropped_when_very_narrow():
 
     import calibrate_cli as calib
     from calibrate_cli.cli import render
-    from calibrate_cli.metrics import METRIC_DEFINITIONS
+    from calibrate_cli.metrics.functional import METRIC_DEFINITIONS
 
     rng = np.random.default_rng(1)
     report = calib.evaluate(rng.normal(size=(50, 3)), rng.integers(0, 3, 50))
@@ -371,7 +371,7 @@ def test_shell_completion_is_documented_and_works(runner):
 
 
 def test_metrics_doc_gives_the_chunk_size_once():
-    from calibrate_cli import predictions
+    from calibrate_cli.data import predictions
 
     text = (ROOT / "docs" / "metrics.md").read_text(encoding="utf-8")
     sizes = re.findall(r"row chunks (?:of )?\(?(.{0,40}?)values", text, flags=re.S)

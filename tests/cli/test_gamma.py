@@ -11,7 +11,7 @@ import pytest
 import naive_losses as naive
 from calibrate_cli.cli import cli
 from calibrate_cli.errors import InputError
-from calibrate_cli.focal_gamma import focal_gamma
+from calibrate_cli.training.focal_gamma import focal_gamma
 
 
 def test_paper_values():

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from calibrate_cli.cli import cli
-from calibrate_cli.predictions import _check_labels, _check_scores
-from calibrate_cli.summary import summarize
+from calibrate_cli.data.predictions import _check_labels, _check_scores
+from calibrate_cli.engine.summary import summarize
 
 WATCHED = {_check_labels.__code__: "validate", _check_scores.__code__: "check_scores", summarize.__code__: "summarize"}
 

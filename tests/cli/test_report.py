@@ -15,8 +15,8 @@ import pytest
 
 from calibrate_cli import evaluate, fit_temperature
 from calibrate_cli.cli import cli
-from calibrate_cli.metric_registry import METRICS
-from calibrate_cli.temperature import apply_temperature
+from calibrate_cli.metrics.registry import METRICS
+from calibrate_cli.calibrators.temperature_fit import apply_temperature
 from report_page import read_page
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"

@@ -148,9 +148,9 @@ def test_dask_engine_equals_local(runner, shards):
 
 def test_unreachable_scheduler_is_one_line(runner, shards, monkeypatch):
     pytest.importorskip("distributed")
-    import calibrate_cli.shards
+    import calibrate_cli.engine.shards
 
-    monkeypatch.setattr(calibrate_cli.shards, "CONNECT_TIMEOUT_S", 1)
+    monkeypatch.setattr(calibrate_cli.engine.shards, "CONNECT_TIMEOUT_S", 1)
     d = shards
     result = run(runner, d / "preds", d / "labels", "--engine", "dask", "--scheduler", "tcp://127.0.0.1:9")
     one_line_error(result, "--scheduler tcp://127.0.0.1:9: cannot reach the Dask scheduler")
@@ -240,7 +240,7 @@ def test_dask_shard_error_is_one_line_in_a_real_process(shards):
 #: whose exception nobody reads; it is finalised at interpreter exit, after calib's error line
 LEAKY_CLUSTER = """
 import asyncio, atexit, contextlib, sys
-import calibrate_cli.shards as shards
+import calibrate_cli.engine.shards as shards
 real = shards.dask_client
 leaked = []
 atexit.register(leaked.clear)

@@ -15,9 +15,9 @@ from click.testing import CliRunner
 
 from calibrate_cli import evaluate
 from calibrate_cli.cli import cli
-from calibrate_cli.io import load_temperature
-from calibrate_cli.probabilities import softmax
-from calibrate_cli.temperature import apply_temperature, fit_temperature
+from calibrate_cli.data.io import load_temperature
+from calibrate_cli.data.probabilities import softmax
+from calibrate_cli.calibrators.temperature_fit import apply_temperature, fit_temperature
 from cli_helpers import one_line_error  # noqa: E402
 
 REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference"
@@ -373,9 +373,9 @@ def test_after_is_evaluated_as_read_and_equals_the_divided_array(dtype, search, 
     chunk as they are read (Predictions.divided). The report must equal, bit for bit, the report of
     the divided array evaluated as before (one path: the same quotients through the same pass, in
     other chunks); chunks of a few rows so that many chunks are read."""
-    import calibrate_cli.predictions as predictions_module
+    import calibrate_cli.data.predictions as predictions_module
     from calibrate_cli.cli.temperature import _before_after
-    from calibrate_cli.predictions import as_predictions
+    from calibrate_cli.data.predictions import as_predictions
 
     monkeypatch.setattr(predictions_module, "_CHUNK_ELEMENTS", 64)
     x, y = synthetic(500, 7, seed=3)
@@ -399,7 +399,7 @@ def test_binary_log_odds_are_evaluated_as_read_too():
     """A 1-D vector of log-odds becomes the columns [0, s]; divided as read they are [0, s/T]: the same
     report, bit for bit, as the calibrated vector evaluated (and the same 0.0 in the first column)."""
     from calibrate_cli.cli.temperature import _before_after
-    from calibrate_cli.predictions import as_predictions
+    from calibrate_cli.data.predictions import as_predictions
 
     rng = np.random.default_rng(8)
     y = rng.integers(0, 2, 700)
@@ -412,7 +412,7 @@ def test_binary_log_odds_are_evaluated_as_read_too():
 
 
 def test_scaled_rows_read_the_rows_of_the_divided_array():
-    from calibrate_cli.predictions import ScaledRows
+    from calibrate_cli.data.predictions import ScaledRows
 
     x = np.random.default_rng(0).normal(size=(37, 5)).astype(np.float32) * 40
     scaled = ScaledRows(x, 0.37)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from calibrate_cli.cli import cli
-from calibrate_cli.metric_registry import METRIC_DEFINITIONS
+from calibrate_cli.metrics.registry import METRIC_DEFINITIONS
 
 
 def run(runner, args, **kwargs):

@@ -1,0 +1,383 @@
+"""One sort of the top-label confidences that serves AdaECE, KS-CE and SmoothECE, and a streaming
+sum equal to ``np.sum`` of an array that is never held whole.
+
+:func:`sort_by_confidence` sorts the N (conf_i, correct_i) pairs by confidence with one unstable
+int64 sort of packed keys: a confidence in [0, 2) is a non-negative float64 whose two top bits
+(sign and exponent MSB) are 0, so its bit pattern read as an integer is monotone in its value and
+``key = bits << 1 | correct`` holds both, sorted by confidence (ties: incorrect before correct).
+numpy sorts int64 with SIMD (x86-simd-sort): ~10× faster than the stable ``argsort`` it replaces,
+and no (N,) index array or gathered copies are made. The order within a run of equal confidences
+is irrelevant to every consumer: AdaECE's edges read order statistics (values only), KS-CE is
+evaluated at the end of each run of ties, SmoothECE adds each sample's share to grid nodes. With
+``in_place=True`` the keys are made in the confidences' own buffer (no (N,) int64 copy).
+
+:func:`order_statistics` gives the few order statistics AdaECE's edges read (``np.sort(v)[r]`` for
+given ranks r) without sorting or copying the N values: bucket counts over the values' range, then
+only the values of the buckets that hold a wanted rank (exact, O(N), memory ∝ those buckets).
+
+:class:`PairwiseSum` reproduces numpy's pairwise summation (``pairwise_sum`` in
+numpy/_core/src/umath/loops_utils.h.src: blocks of ≤ 128 values summed with 8 accumulators, longer
+ranges split at n2 = ⌊n/2⌋ − (⌊n/2⌋ mod 8)) for a length-N array fed in consecutive pieces of any
+size: the result is bit-identical to ``np.sum`` of the whole array (which for a contiguous float64
+array is one pairwise sum over all N values), whatever the pieces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .parallel import run_together, together
+
+__all__ = [
+    "order_statistics",
+    "sort_by_confidence",
+    "pack_checked",
+    "pack_keys",
+    "packable",
+    "sort_packed",
+    "ks_from_sorted",
+    "PairwiseSum",
+    "PairwisePieces",
+    "distinct",
+]
+
+#: samples per piece in the chunked passes over sorted samples (bounded temporaries)
+PIECE = 1 << 18
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` of a 1-D array without NaN: its distinct values, ascending. (np.unique's
+    first call imports numpy.ma, ~8 ms of a `calib eval` process that needs only a few small sets.)"""
+    ordered = np.sort(np.asarray(values).ravel())
+    if ordered.shape[0] < 2:
+        return ordered
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
+
+
+def sort_by_confidence(conf: np.ndarray, correct: np.ndarray, *, in_place: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(conf ascending as float64, correct in the same order as bool): one packed int64 sort.
+
+    ``in_place``: the keys are made and sorted in ``conf``'s own buffer (a writeable C-contiguous
+    float64 array), which then holds the sorted confidences: no (N,) int64 copy; ``correct`` is
+    untouched. Confidences outside [0, 2) (never the case for probabilities; kept for safety) fall
+    back to a stable argsort (and a copy)."""
+    conf64 = np.asarray(conf, dtype=np.float64)
+    correct = np.asarray(correct, dtype=bool)
+    if conf64.shape[0] == 0 or not packable(conf64):
+        order = np.argsort(conf64, kind="stable")
+        return conf64[order], correct[order]
+    if in_place:
+        if conf64 is not conf or not conf64.flags.c_contiguous or not conf64.flags.writeable:
+            raise ValueError("in_place needs a writeable C-contiguous float64 array")
+        keys = conf64.view(np.int64)
+    else:
+        keys = np.empty(conf64.shape[0], dtype=np.int64)  # conf is untouched
+    pack_keys(conf64, correct, keys)
+    return sort_packed(keys)
+
+
+def packable(conf: np.ndarray) -> bool:
+    """Whether the float64 confidences lie in [0, 2), where :func:`pack_keys` orders them."""
+    return bool(conf.min() >= 0.0 and conf.max() < 2.0)
+
+
+def pack_keys(conf: np.ndarray, correct: np.ndarray, out: np.ndarray) -> None:
+    """``out = bits(conf) << 1 | correct`` (int64; ``out`` may be ``conf``'s own buffer): for float64
+    confidences in [0, 2) (:func:`packable`) the keys sort as (conf, correct)."""
+    np.left_shift(conf.view(np.int64), 1, out=out)
+    out |= correct
+
+
+def pack_checked(conf: np.ndarray, correct: np.ndarray, out: np.ndarray) -> bool:
+    """:func:`pack_keys` into ``out`` if every confidence is :func:`packable` (True); else False, with
+    ``out`` partly written. One pass with the C extension (its ``pack_keys``), else numpy's min, max,
+    shift and or; the same keys."""
+    compiled = _ckernel()
+    if (compiled is not None and conf.dtype == np.dtype(np.float64) and correct.dtype == np.bool_
+            and out.dtype == np.dtype(np.int64) and conf.flags.c_contiguous and correct.flags.c_contiguous
+            and out.flags.c_contiguous):
+        return bool(compiled.pack_keys(conf, correct, out))
+    if conf.shape[0] and not packable(conf):
+        return False
+    pack_keys(conf, correct, out)
+    return True
+
+
+def sort_packed(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sort the keys of :func:`pack_keys` in place; (conf ascending as a float64 view of their buffer,
+    correct in that order as bool).
+
+    With the C extension, its ``unpack_keys`` takes the keys apart in one pass (``keys >>= 1`` and
+    ``keys & 1``), from :data:`~calibrate_cli.engine.parallel.TOGETHER_SAMPLES` keys on in two halves at once
+    (:func:`~calibrate_cli.engine.parallel.run_together`); else numpy's shift and a strided view of each
+    key's low byte. Every way gives the same arrays."""
+    keys.sort()
+    compiled = _ckernel()
+    if compiled is not None and keys.flags.c_contiguous and keys.dtype == np.dtype(np.int64):
+        n = keys.shape[0]
+        correct_sorted = np.empty(n, dtype=bool)
+        if together(n):
+            half = n // 2
+            run_together(lambda: compiled.unpack_keys(keys[:half], correct_sorted[:half]),
+                         lambda: compiled.unpack_keys(keys[half:], correct_sorted[half:]))
+        else:
+            compiled.unpack_keys(keys, correct_sorted)
+        return keys.view(np.float64), correct_sorted
+    low_bytes = keys.view(np.uint8)[:: keys.itemsize]  # a strided view of each key's least significant byte
+    if keys.dtype.byteorder == ">" or (keys.dtype.byteorder == "=" and np.little_endian is False):
+        low_bytes = keys.view(np.uint8)[keys.itemsize - 1 :: keys.itemsize]  # pragma: no cover - big-endian
+    correct_sorted = (low_bytes & 1).view(bool)  # (N,) bytes, no (N,) int64 temporary
+    keys >>= 1
+    return keys.view(np.float64), correct_sorted
+
+
+#: buckets per counting pass of :func:`order_statistics`, and the most values it gathers to sort
+SELECT_BUCKETS, SELECT_GATHER = 1 << 16, 1 << 20
+
+
+def order_statistics(values: np.ndarray, ranks) -> np.ndarray:
+    """``np.sort(values)[ranks]`` (float64 values, finite; ranks in [0, N)), exactly, without sorting
+    or copying the N values: the selection AdaECE's edges need (:func:`~calibrate_cli.engine.binning.equal_mass_edges`).
+
+    A set of values is kept as the closed range [lo, hi] of its smallest and largest member (every
+    value in that range is a member) and the number of values below it. A pass counts the members
+    per bucket b = ⌊(v − lo)·B/(hi − lo)⌋ (B = :data:`SELECT_BUCKETS`), a non-decreasing function of
+    v, so each bucket's members are again a closed range of values, all above the previous buckets'.
+    A second pass gathers the members of the buckets that hold wanted ranks (up to
+    :data:`SELECT_GATHER` values, sorted: sorting them by value orders them by bucket too) and finds
+    the smallest and largest member of the others, which become the next sets, until a set holds
+    one value. The values are read in pieces of :data:`PIECE`: temporaries stay small (with the C
+    extension, ``bucket_counts`` and ``bucket_gather`` make each pass without them)."""
+    values = np.asarray(values, dtype=np.float64)
+    n = values.shape[0]
+    ranks = np.asarray(ranks, dtype=np.int64)
+    out = np.empty(ranks.shape[0], dtype=np.float64)
+    if ranks.shape[0] == 0:
+        return out
+    if n == 0 or ranks.min() < 0 or ranks.max() >= n:
+        raise ValueError(f"ranks must lie in [0, {n})")
+    # the C extension's two passes (no temporaries), on a contiguous array; else numpy's, in pieces
+    compiled = _ckernel() if values.flags.c_contiguous else None
+    sets = [(float(values.min()), float(values.max()), 0, n, distinct(ranks))]  # (lo, hi, below, size, wanted)
+    while sets:
+        lo, hi, below, size, wanted = sets.pop()
+        scale = SELECT_BUCKETS / (hi - lo) if hi > lo else np.inf
+        if lo == hi or not np.isfinite(scale):  # one value (or a range too narrow to split: gathered whole)
+            members = np.full(1, lo) if lo == hi else np.sort(np.concatenate(list(_pieces(values, lo, hi, size))))
+            for r in wanted:
+                out[ranks == r] = members[0 if lo == hi else r - below]
+            continue
+        count = np.zeros(SELECT_BUCKETS, dtype=np.int64)
+        if compiled is not None:
+            compiled.bucket_counts(values, lo, hi, scale, count)
+        else:
+            for piece in _pieces(values, lo, hi, size):
+                count += np.bincount(_bucket(piece, lo, scale), minlength=SELECT_BUCKETS)
+        ends = np.cumsum(count)
+        buckets = np.searchsorted(ends, wanted - below, side="right")
+        chosen = distinct(buckets)
+        by_size = chosen[np.argsort(count[chosen], kind="stable")]
+        small = by_size[np.cumsum(count[by_size]) <= SELECT_GATHER]  # gathered now
+        is_small = np.zeros(SELECT_BUCKETS, dtype=bool)
+        is_small[small] = True
+        big = chosen[~is_small[chosen]]  # split again: their smallest and largest members found now
+        is_big = np.zeros(SELECT_BUCKETS, dtype=bool)
+        is_big[big] = True
+        low = np.full(SELECT_BUCKETS, np.inf)
+        high = np.full(SELECT_BUCKETS, -np.inf)
+        gathered = []
+        if compiled is not None:
+            gathered.append(np.empty(int(count[small].sum())))
+            compiled.bucket_gather(values, lo, hi, scale, is_small, is_big, gathered[0], low, high)
+        else:
+            for piece in _pieces(values, lo, hi, size):
+                b = _bucket(piece, lo, scale)
+                if small.shape[0]:
+                    gathered.append(piece[is_small[b]])
+                if big.shape[0]:
+                    hit = is_big[b]
+                    np.minimum.at(low, b[hit], piece[hit])
+                    np.maximum.at(high, b[hit], piece[hit])
+        if small.shape[0]:
+            members = np.sort(np.concatenate(gathered))  # by value, hence by bucket
+            offset = np.cumsum(np.where(is_small, count, 0)) - count  # gathered members of earlier buckets
+            for r, bk in zip(wanted, buckets):
+                if is_small[bk]:
+                    first_rank = below + (int(ends[bk - 1]) if bk else 0)
+                    out[ranks == r] = members[offset[bk] + r - first_rank]
+        for bk in big:
+            first_rank = below + (int(ends[bk - 1]) if bk else 0)
+            sets.append((float(low[bk]), float(high[bk]), first_rank, int(count[bk]), wanted[buckets == bk]))
+    return out
+
+
+def _ckernel():
+    """The C extension (``bucket_counts``, ``bucket_gather``, ``ks_sorted``, ``pack_keys``, ``unpack_keys``) when
+    built, else None."""
+    from .kernels import _ckernel as compiled
+
+    return compiled
+
+
+def _pieces(values: np.ndarray, lo: float, hi: float, size: int):
+    """The members of [lo, hi] of consecutive pieces of ``values`` (every value when the range holds all)."""
+    whole = size == values.shape[0]
+    for start in range(0, values.shape[0], PIECE):
+        piece = values[start : start + PIECE]
+        yield piece if whole else piece[(piece >= lo) & (piece <= hi)]
+
+
+def _bucket(piece: np.ndarray, lo: float, scale: float) -> np.ndarray:
+    """⌊(v − lo)·scale⌋ clipped to the last bucket: non-decreasing in v (each step rounds monotonically)."""
+    b = ((piece - lo) * scale).astype(np.int64)
+    np.minimum(b, SELECT_BUCKETS - 1, out=b)
+    return b
+
+
+def ks_from_sorted(conf: np.ndarray, correct: np.ndarray) -> float:
+    """max_t |Σ_{conf_i ≤ t} (conf_i − correct_i)| / N over the sorted samples, evaluated at the end
+    of each run of equal confidences. The prefix sum is ``np.cumsum`` (sequential) taken piece by
+    piece with the carry added to each piece's first term, so it equals one cumsum over all N; with
+    the C extension, its ``ks_sorted`` makes the same sum in one pass."""
+    n = conf.shape[0]
+    compiled = _ckernel()
+    if compiled is not None and n:
+        return compiled.ks_sorted(np.ascontiguousarray(conf, dtype=np.float64),
+                                  np.ascontiguousarray(correct, dtype=bool)) / n
+    best, carry = 0.0, 0.0
+    for start in range(0, n, PIECE):
+        stop = min(n, start + PIECE)
+        d = conf[start:stop] - correct[start:stop]
+        d[0] += carry
+        np.cumsum(d, out=d)
+        carry = float(d[-1])
+        last = np.empty(stop - start, dtype=bool)
+        np.not_equal(conf[start : stop - 1], conf[start + 1 : stop], out=last[:-1])
+        last[-1] = stop == n or conf[stop - 1] != conf[stop]
+        if last.any():
+            best = max(best, float(np.abs(d[last]).max()))
+    return best / n
+
+
+# ------------------------------------------------------------------ numpy's pairwise sum, streamed
+
+#: subtrees of at most this many values are summed by ``np.sum`` of their range (the same pairwise
+#: recursion, in C); only the few levels above them are combined here
+_SUBTREE = 1 << 16
+
+
+def _split(m: int) -> int:
+    """numpy's split of a range of m > 128 values: n2 = ⌊m/2⌋ − (⌊m/2⌋ mod 8)."""
+    n2 = m // 2
+    return n2 - n2 % 8
+
+
+def _leaves(n: int) -> list[int]:
+    """The lengths, in order, of the ranges of ≤ :data:`_SUBTREE` values at which numpy's recursion
+    over n values stops being split here."""
+    out: list[int] = []
+    stack = [n]
+    while stack:
+        m = stack.pop()
+        if m <= _SUBTREE:
+            out.append(m)
+            continue
+        n2 = _split(m)
+        stack.append(m - n2)
+        stack.append(n2)
+    return out
+
+
+@dataclass(frozen=True)
+class PairwisePieces:
+    """A piece of the values [start, start + len) made ready for :meth:`PairwiseSum.add_pieces`: ``head``
+    continues the block in progress (and ends it when ``closed``), ``sums`` are the sums of the whole
+    blocks after it, ``tail`` begins the next block."""
+
+    start: int
+    size: int
+    head: np.ndarray
+    closed: bool
+    sums: tuple[float, ...]
+    tail: np.ndarray
+
+
+class PairwiseSum:
+    """``np.sum`` (float64) of an n-value array that arrives in consecutive pieces (:meth:`add`):
+    bit-identical to summing the whole array, independent of the pieces' sizes.
+
+    numpy sums a contiguous float64 array as pw(n) = pw(n2) + pw(n − n2) down to blocks of 128; a
+    range of m ≤ 2¹⁶ values is summed here by ``np.sum`` of that range (which is pw(m)), and those
+    partial sums are combined along the same recursion. :meth:`pieces` does the work of a piece
+    (the sums of its whole ranges) on any thread, given where it starts; :meth:`add_pieces` then
+    takes the pieces in order (cheap)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self._lengths = _leaves(n) if n > 0 else []
+        self._starts = np.concatenate([[0], np.cumsum(self._lengths, dtype=np.int64)]).astype(np.int64)
+        self._sums: list[float] = []
+        self._pending: list[np.ndarray] = []
+        self._seen = 0
+
+    def add(self, values: np.ndarray) -> None:
+        self.add_pieces(self.pieces(values, self._seen))
+
+    def pieces(self, values: np.ndarray, start: int) -> PairwisePieces:
+        """``values`` (the values [start, start + len)) made ready: each range of numpy's recursion that
+        lies wholly inside summed (``np.sum``), the parts of the ranges it shares with the values
+        before or after it copied. Reads nothing but ``values``: any thread may make it."""
+        values = np.asarray(values, dtype=np.float64).ravel()
+        stop = start + values.shape[0]
+        bounds = self._starts
+        first = int(np.searchsorted(bounds, start, side="left"))  # the first range start ≥ start
+        last = int(np.searchsorted(bounds, stop, side="right")) - 1  # the last range start ≤ stop
+        if first > last:  # inside one range: all of it continues the range in progress
+            return PairwisePieces(start, values.shape[0], values.copy(), False, (), values[:0])
+        with np.errstate(over="ignore"):  # an overflow to inf is the sum's value, as np.sum's
+            sums = tuple(float(np.sum(values[bounds[j] - start : bounds[j + 1] - start])) for j in range(first, last))
+        return PairwisePieces(start, values.shape[0], values[: bounds[first] - start].copy(), True, sums,
+                              values[bounds[last] - start :].copy())
+
+    def add_pieces(self, pieces: PairwisePieces) -> None:
+        """Add the next piece (made by :meth:`pieces` for the values right after those added so far)."""
+        if pieces.start != self._seen:
+            raise ValueError(f"PairwiseSum: a piece at {pieces.start}, but {self._seen} values were added")
+        self._seen += pieces.size
+        if pieces.head.shape[0]:
+            self._pending.append(pieces.head)
+        if pieces.closed:
+            if self._pending:
+                with np.errstate(over="ignore"):
+                    self._sums.append(float(np.sum(np.concatenate(self._pending))))
+            self._pending = [pieces.tail] if pieces.tail.shape[0] else []
+            self._sums.extend(pieces.sums)
+
+    def total(self) -> float:
+        """The sum of all n values (every value must have been added)."""
+        if self._seen != self.n or self._pending:
+            raise ValueError(f"PairwiseSum: {self._seen} of {self.n} values added")
+        if self.n == 0:
+            return 0.0
+        leaves = iter(self._sums)
+        stack: list[list] = [[self.n, 0, 0.0]]  # [m, stage, left sum]: numpy's recursion, unrolled
+        ret = 0.0
+        while stack:
+            top = stack[-1]
+            m, stage = top[0], top[1]
+            if m <= _SUBTREE:
+                ret = next(leaves)
+                stack.pop()
+            elif stage == 0:
+                top[1] = 1
+                stack.append([_split(m), 0, 0.0])
+            elif stage == 1:
+                top[1], top[2] = 2, ret
+                stack.append([m - _split(m), 0, 0.0])
+            else:
+                with np.errstate(over="ignore"):
+                    ret = float(np.float64(top[2]) + np.float64(ret))
+                stack.pop()
+        return float(ret)

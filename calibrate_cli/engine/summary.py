@@ -1,0 +1,498 @@
+"""One pass over the scores: the per-sample quantities every metric is built from.
+
+:func:`summarize` walks the (N, K) scores in row chunks (bounded memory, memory-mapped inputs are
+never loaded whole) and keeps, per sample, the top-label confidence and correctness, the negative
+log-likelihood of the true class, the Brier term and the top-5 hit; plus the classwise per-bin
+statistics, which are summed over chunks. Everything accumulates in float64. The chunks run in a
+thread pool (:func:`~calibrate_cli.engine.parallel.map_chunks`); their statistics are added in chunk order,
+so the result does not depend on the number of threads.
+
+``compat="focal-calibration"`` reproduces the reference code of Mukhoti et al. 2020: softmax and
+the confidences in float32, bins compared in float32 with every lower edge exclusive. Scores beyond
+float32's range (|x| > 3.4e38) would become ±inf there and every metric NaN or wrong, so they are
+refused in that mode.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .binning import BinStats, SparseBinStats, add_bin_sums, assign_bins, torch_linspace_edges, uniform_edges
+from ..errors import InputError
+from .kernels import check_engine, chunk_statistics, top_label_chunk, top_label_runs
+from ..metrics.registry import S99_THRESHOLD
+from ..data.pages import release_rows
+from .parallel import cpu_threads, map_chunks
+from ..data import predictions as _predictions
+from ..data.predictions import Predictions
+from .sorting import PairwisePieces, PairwiseSum, pack_checked
+
+if TYPE_CHECKING:
+    from .class_samples import ClassSorted
+
+COMPAT_FOCAL_CALIBRATION = "focal-calibration"
+COMPAT_MODES = (COMPAT_FOCAL_CALIBRATION,)
+
+
+def check_compat(compat: str | None) -> str | None:
+    if compat is not None and compat not in COMPAT_MODES:
+        raise InputError(f"Expected `compat` to be None or one of {COMPAT_MODES}, but got {compat!r}")
+    return compat
+
+
+@dataclass(frozen=True)
+class SampleTotals:
+    """The sums of the per-sample NLL, Brier and top-5 columns, when only their sums are kept
+    (``summarize(..., sums_only=True)``): each equal to ``np.sum`` of the column it replaces.
+
+    nll_sum         Σ −log p_{i,y_i} over the finite terms (np.sum of the column with inf set to 0)
+    nll_sum_scaled  Σ (−log p_{i,y_i} / N) over the same terms (used when nll_sum overflows)
+    nll_inf         #{i : −log p_{i,y_i} = inf}
+    brier_sum       Σ_i brier_i
+    top5_count      #{i : top5_i}, None when K ≤ 5
+    """
+
+    nll_sum: float
+    nll_sum_scaled: float
+    nll_inf: int
+    brier_sum: float
+    top5_count: int | None
+
+
+@dataclass(frozen=True)
+class ChunkColumns:
+    """One chunk's NLL, Brier and top-5 columns made ready for :meth:`ColumnTotals.add`."""
+
+    nll: PairwisePieces
+    nll_scaled: PairwisePieces
+    nll_inf: int
+    brier: PairwisePieces
+    top5_count: int | None
+
+
+class ColumnTotals:
+    """The :class:`SampleTotals` of N samples from their chunks' columns: each chunk made ready on
+    any thread (:meth:`chunk`: the infinite NLL terms counted and set to 0, the terms divided by N,
+    numpy's pairwise blocks summed, :meth:`~calibrate_cli.engine.sorting.PairwiseSum.pieces`), then added
+    in sample order (:meth:`add`: a few floats), so each total is ``np.sum`` of its whole column."""
+
+    def __init__(self, n: int, top5: bool) -> None:
+        self.n = n
+        self.nll, self.nll_scaled, self.brier = PairwiseSum(n), PairwiseSum(n), PairwiseSum(n)
+        self.nll_inf, self.top5_count = 0, 0 if top5 else None
+
+    def chunk(self, start: int, nll: np.ndarray, brier: np.ndarray, top5: np.ndarray | None) -> ChunkColumns:
+        """The columns of the samples [start, start + len) made ready (reads only its arguments)."""
+        scaled, infinite = _thread_buffers(nll.shape[0])[3:]  # this thread's reused buffers
+        np.isinf(nll, out=infinite)
+        inf = int(np.count_nonzero(infinite))
+        if inf:
+            nll = np.where(infinite, 0.0, nll)
+        np.divide(nll, float(self.n), out=scaled)
+        return ChunkColumns(self.nll.pieces(nll, start), self.nll_scaled.pieces(scaled, start), inf,
+                            self.brier.pieces(brier, start), None if top5 is None else int(np.count_nonzero(top5)))
+
+    def add(self, columns: ChunkColumns) -> None:
+        """Add the next chunk's columns (in sample order)."""
+        self.nll.add_pieces(columns.nll)
+        self.nll_scaled.add_pieces(columns.nll_scaled)
+        self.brier.add_pieces(columns.brier)
+        self.nll_inf += columns.nll_inf
+        if self.top5_count is not None:
+            self.top5_count += columns.top5_count
+
+    def totals(self) -> SampleTotals:
+        return SampleTotals(self.nll.total(), self.nll_scaled.total(), self.nll_inf, self.brier.total(),
+                            self.top5_count)
+
+
+@dataclass(frozen=True)
+class PredictionSummary:
+    """Per-sample quantities of a validated set of predictions.
+
+    confidences  conf_i = max_k p_ik (float64; float32 in compat mode)
+    correct      [argmax_k p_ik = y_i], lowest index on ties
+    nll          −log p_{i, y_i} (from log-softmax for logits; ``inf`` where a given probability is 0)
+    brier        Σ_k (p_ik − [y_i = k])²
+    top5         true class ranked < 5 (rank = #{s_k > s_y} + #{k < y : s_k = s_y}, s the logits or the
+                 given probabilities); None when K ≤ 5
+    classwise    per-class equal-width bin statistics of p_ik, shape (K, M) (a SparseBinStats when K·M
+                 is far larger than the input, see :func:`summarize`); None when not requested
+    class_sorted each class's p_ik sorted (:class:`~calibrate_cli.engine.class_samples.ClassSorted`), for the
+                 opt-in classwise metrics (ACE, classwise RMS/KS); None unless one was asked for
+    totals       with ``sums_only``: the sums of nll, brier and top5 (:class:`SampleTotals`), whose
+                 per-sample arrays are then None
+    sort_keys    the (conf, correct) keys of the one sort, packed by the pass's threads
+                 (:func:`~calibrate_cli.engine.sorting.pack_keys`; int64, (N,)) when asked for; for the
+                 caller to sort (in place: :func:`~calibrate_cli.engine.sorting.sort_packed`); else None
+
+    width        with ``width_only``: the equal-width bins (:class:`BinStats`), made during the pass
+    in_order     with ``width_only``: the sums in sample order (``metrics.order_sums``' dict), made
+                 during the pass
+
+    A summary made with ``top_label_only`` (by the C extension) holds the confidences and correctness
+    only: nll, brier, top5, classwise and totals are all None. One made with ``width_only`` holds
+    ``width`` and ``in_order`` only: its confidences and correctness are None too.
+    """
+
+    n: int
+    k: int
+    labels: np.ndarray
+    confidences: np.ndarray | None
+    correct: np.ndarray | None
+    nll: np.ndarray | None
+    brier: np.ndarray | None
+    top5: np.ndarray | None
+    classwise: BinStats | SparseBinStats | None
+    compat: str | None = None
+    class_sorted: ClassSorted | None = None
+    totals: SampleTotals | None = None
+    sort_keys: np.ndarray | None = None
+    width: BinStats | None = None
+    in_order: dict | None = None
+
+
+def order_counts(conf: np.ndarray, correct: np.ndarray) -> tuple[int, int, int]:
+    """(the number correct, the number at confidence ≥ S99_THRESHOLD, the correct ones among them)
+    of some samples: counts, so pieces of a column add up to the whole column's."""
+    confident = conf >= S99_THRESHOLD
+    return (int(np.count_nonzero(correct)), int(np.count_nonzero(confident)),
+            int(np.count_nonzero(confident & correct)))
+
+
+def in_order_sums(correct: int, conf_sum: float, s99: int, s99_correct: int) -> dict[str, np.ndarray]:
+    """:func:`~calibrate_cli.metrics.functional.order_sums`' dict (each a batch of one) from its four sums."""
+    one = lambda x: np.array([x], dtype=np.float64)  # noqa: E731
+    return dict(correct=one(correct), conf=one(conf_sum), s99=one(s99), s99_correct=one(s99_correct))
+
+
+class _InOrderSums:
+    """:func:`~calibrate_cli.metrics.functional.order_sums` and the equal-width bins of N samples that arrive in
+    consecutive pieces (:meth:`add`, in sample order): the same bits as over the whole arrays. The
+    bins' sums are sequential in sample order (:func:`~calibrate_cli.engine.binning.add_bin_sums`), Σ conf
+    is ``np.sum``'s pairwise sum (:class:`~calibrate_cli.engine.sorting.PairwiseSum`), the rest are counts."""
+
+    def __init__(self, n: int, edges: np.ndarray) -> None:
+        m = edges.shape[0] - 1
+        self.n, self.edges = n, edges
+        self.count, self.sum_conf, self.sum_correct = np.zeros(m, dtype=np.int64), np.zeros(m), np.zeros(m)
+        self.conf = PairwiseSum(n)
+        self.counts = (0, 0, 0)
+
+    def add(self, conf: np.ndarray, correct: np.ndarray) -> None:
+        add_bin_sums(conf, correct, self.edges, self.count, self.sum_conf, self.sum_correct)
+        self.conf.add(conf)
+        self.counts = tuple(a + b for a, b in zip(self.counts, order_counts(conf, correct)))
+
+    def width(self) -> BinStats:
+        return BinStats(edges=self.edges, count=self.count, sum_conf=self.sum_conf, sum_correct=self.sum_correct,
+                        n=self.n)
+
+    def in_order(self) -> dict[str, np.ndarray]:
+        correct, s99, s99_correct = self.counts
+        return in_order_sums(correct, self.conf.total(), s99, s99_correct)
+
+
+#: K·M up to this many cells are kept dense (whatever N); beyond, only when K·M ≤ N·K (the input's size)
+DENSE_CELLS = 1 << 20
+
+
+def _class_bin_statistics(p: np.ndarray, labels: np.ndarray, edges: np.ndarray, lowest_closed: bool) -> tuple:
+    """One chunk's per-(class, bin) count, Σp and Σ[y = k]: dense (K, M) arrays when K·M is at most
+    the chunk's size (or small), else ``("sparse", keys, count, Σp, Σy)`` over the non-empty cells
+    only. Both sum each cell's values in the same (row-major) order, so they agree bit for bit."""
+    rows, k = p.shape
+    m = edges.shape[0] - 1
+    idx = assign_bins(p, edges, lowest_closed=lowest_closed)
+    keys = idx + (np.arange(k, dtype=np.int64) * m)[None, :]
+    inside = idx >= 0
+    if inside.all():
+        flat_keys, flat_p = keys.ravel(), p.ravel()
+    else:
+        flat_keys, flat_p = keys[inside], p[inside]
+    true_keys = keys[np.arange(rows), labels]
+    true_keys = true_keys[inside[np.arange(rows), labels]]
+    weights = flat_p.astype(np.float64, copy=False)
+    if k * m <= max(rows * k, 1 << 16):
+        count = np.bincount(flat_keys, minlength=k * m)
+        sum_p = np.bincount(flat_keys, weights=weights, minlength=k * m)
+        sum_y = np.bincount(true_keys, minlength=k * m).astype(np.float64)
+        return count.reshape(k, m), sum_p.reshape(k, m), sum_y.reshape(k, m)
+    cells, where = np.unique(flat_keys, return_inverse=True)
+    count = np.bincount(where, minlength=cells.shape[0])
+    sum_p = np.bincount(where, weights=weights, minlength=cells.shape[0])
+    sum_y = np.bincount(np.searchsorted(cells, true_keys), minlength=cells.shape[0]).astype(np.float64)
+    return "sparse", cells, count, sum_p, sum_y
+
+
+class _ClassTotals:
+    """The chunks' classwise statistics added in chunk order: dense (K, M) arrays when that is not
+    much more than the input (K·M ≤ max(N·K, 2²⁰)), else sorted non-empty cells (memory ∝ input)."""
+
+    def __init__(self, n: int, k: int, m: int) -> None:
+        self.k, self.m = k, m
+        self.dense = k * m <= max(n * k, DENSE_CELLS)
+        if self.dense:
+            self.count = np.zeros((k, m), dtype=np.int64)
+            self.sum_p = np.zeros((k, m))
+            self.sum_y = np.zeros((k, m))
+        else:
+            self.cells = np.empty(0, dtype=np.int64)
+            self.count = np.empty(0, dtype=np.int64)
+            self.sum_p = np.empty(0)
+            self.sum_y = np.empty(0)
+
+    def add(self, stats: tuple) -> None:
+        if stats[0] is not None and not isinstance(stats[0], str):  # a dense chunk (implies dense totals)
+            self.count += stats[0]
+            self.sum_p += stats[1]
+            self.sum_y += stats[2]
+            return
+        _, cells, count, sum_p, sum_y = stats
+        if self.dense:  # total + chunk at the chunk's cells (+ 0 elsewhere, exactly as a dense add)
+            self.count.ravel()[cells] += count
+            self.sum_p.ravel()[cells] += sum_p
+            self.sum_y.ravel()[cells] += sum_y
+            return
+        merged, where = np.unique(np.concatenate([self.cells, cells]), return_inverse=True)
+        old, new = where[: self.cells.shape[0]], where[self.cells.shape[0] :]
+        for name, chunk_values, dtype in (("count", count, np.int64), ("sum_p", sum_p, None), ("sum_y", sum_y, None)):
+            total = np.zeros(merged.shape[0], dtype=dtype or np.float64)
+            total[old] += getattr(self, name)
+            total[new] += chunk_values
+            setattr(self, name, total)
+        self.cells = merged
+
+    def stats(self, edges: np.ndarray, n: int) -> BinStats | SparseBinStats:
+        if self.dense:
+            return BinStats(edges=edges, count=self.count, sum_conf=self.sum_p, sum_correct=self.sum_y, n=n)
+        return SparseBinStats(
+            edges=edges, n=n, n_classes=self.k, keys=self.cells, counts=self.count, sums_conf=self.sum_p,
+            sums_correct=self.sum_y,
+        )
+
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _check_float32_range(scores: np.ndarray, first_row: int, compat: str, scores_name: str) -> None:
+    """Compat mode casts to float32: refuse scores that the cast would turn into ±inf."""
+    with np.errstate(invalid="ignore"):
+        beyond = np.abs(scores) > FLOAT32_MAX
+    if beyond.any():
+        rows = beyond if beyond.ndim == 1 else beyond.any(axis=1)
+        row = int(np.flatnonzero(rows)[0])
+        value = float(np.asarray(scores, dtype=np.float64)[row][beyond[row]].flat[0])
+        raise InputError(
+            f"{scores_name}: score {value:.3g} at row {first_row + row} is beyond the float32 range (±3.4e38) "
+            f"in which compat mode {compat} computes, as the reference code does; compute without the compat "
+            "mode (float64)"
+        )
+
+
+def _device_ops(device: str | None):
+    """The torch namespace of ``device``, or None where it resolves to numpy ("cpu", "auto" without a GPU)."""
+    if device is None or device == "cpu":
+        return None
+    from .devices import array_ops
+
+    ops = array_ops(device)
+    return None if ops.name == "cpu" else ops
+
+
+_chunk_buffers = threading.local()
+
+
+def _thread_buffers(rows: int) -> tuple[np.ndarray, ...]:
+    """This thread's buffers of ``rows`` samples, kept from chunk to chunk: (nll, brier, top5) for the
+    kernels, (NLL / N, NLL infinite) for :meth:`ColumnTotals.chunk`. A chunk's columns become sums
+    at once (``sums_only``), and fresh arrays would fault in new pages each time."""
+    buffers = getattr(_chunk_buffers, "arrays", None)
+    if buffers is None or buffers[0].shape[0] < rows:
+        nll, brier, scaled = np.empty(rows), np.empty(rows), np.empty(rows)
+        top5, infinite = np.empty(rows, dtype=bool), np.empty(rows, dtype=bool)
+        buffers = (nll, brier, top5, scaled, infinite)
+        _chunk_buffers.arrays = buffers
+    return tuple(b[:rows] for b in buffers)
+
+
+def summarize(
+    predictions: Predictions,
+    *,
+    n_bins: int = 15,
+    compat: str | None = None,
+    classwise: bool = True,
+    scores_name: str = "scores",
+    engine: str | None = None,
+    sums_only: bool = False,
+    device: str | None = None,
+    top_label_only: bool = False,
+    sort_keys: bool = False,
+    width_only: bool = False,
+) -> PredictionSummary:
+    """Compute the per-sample quantities (and classwise bin statistics) of ``predictions``.
+
+    ``scores_name`` names the scores in errors (compat mode refuses scores beyond float32's range).
+    ``engine`` computes each chunk (:mod:`~calibrate_cli.engine.kernels`): ``"numpy"``, or ``"fused"`` (one
+    compiled loop per chunk: the C extension, else numba; same numbers); None: ``$CALIB_ENGINE``, else
+    fused when the C extension is built (any size) or numba is installed and the input is large
+    (:func:`~calibrate_cli.engine.kernels.fused_min_values`).
+
+    ``sums_only``: keep the NLL, Brier and top-5 columns as their sums only (``totals``, each equal
+    to ``np.sum`` of the column, :class:`~calibrate_cli.engine.sorting.PairwiseSum`): 17 bytes per sample
+    less, for the metrics of one data set (the bootstrap and shards need the columns).
+
+    Pages of a memory-mapped input are released once their rows are computed
+    (:func:`~calibrate_cli.data.pages.release_rows`), so resident memory does not grow with the file.
+
+    ``device`` (:data:`~calibrate_cli.engine.devices.DEVICES`; None: "cpu"): "cuda"/"torch-cpu" (and "auto"
+    with a GPU) run each chunk with torch there (:mod:`~calibrate_cli.engine.torch_pass`; the same numbers
+    to rounding), chunks moved to the device one at a time.
+
+    ``top_label_only``: only the confidences and correctness are wanted (ECE, MCE, accuracy, ...):
+    where the C extension runs (the fused engine on the CPU, float32/float64 scores, no compat mode)
+    its ``top_label_rows`` computes just those, the same bits (:func:`~calibrate_cli.engine.kernels.top_label_chunk`),
+    and the summary holds no NLL, Brier, top-5 or classwise statistics; elsewhere the full pass runs.
+
+    Predictions whose values are not checked yet (``predictions.pending``) are checked here, each row
+    chunk before it is computed: the errors of :func:`~calibrate_cli.data.predictions.as_predictions`, the
+    first bad row's, and the file is read once.
+
+    ``sort_keys``: also pack each chunk's (conf, correct) into ``summary.sort_keys``, on the pass's
+    threads (float64 confidences; None when one lies outside [0, 2) or in compat mode), so that the
+    one sort after the pass starts from them.
+
+    ``width_only`` (with ``top_label_only``, where that runs; not with ``sort_keys``): only the
+    equal-width bins and the sums in sample order are wanted (ECE, MCE, RMS-CE, accuracy, S99, ...):
+    each chunk's confidences and correctness go to one of a few reused buffers and are binned and
+    summed by this thread as the chunks arrive, in chunk order (:class:`_InOrderSums`: the bits of
+    :func:`~calibrate_cli.metrics.functional.equal_width_bins` and :func:`~calibrate_cli.metrics.functional.order_sums`
+    over all N). The summary holds ``width`` and ``in_order``; no (N,) array is made."""
+    compat = check_compat(compat)
+    ops = _device_ops(device)
+    n, k = predictions.n, predictions.k
+    engine = check_engine(engine, n * k)
+    top_label_only = (top_label_only and ops is None and compat is None and engine == "fused"
+                      and top_label_runs(predictions.scores.dtype))
+    if top_label_only:
+        classwise, sums_only = False, False
+    width_only = width_only and top_label_only and not sort_keys
+    labels, pending = predictions.labels, predictions.pending
+    is_logits = predictions.input_kind == "logits"
+    work_dtype = np.float32 if compat else np.float64
+    edges = torch_linspace_edges(n_bins) if compat else uniform_edges(n_bins)
+    lowest_closed = compat is None
+
+    # the pass's threads: one chunk runs here, without a thread pool (a pool per call costs threads and
+    # their malloc arenas); with a device, one chunk there at a time (torch threads within it on a CPU)
+    threads = cpu_threads() if ops is None else 1  # cpu_threads checks $CALIB_THREADS whatever the size
+    if ops is None and n <= max(1, _predictions._CHUNK_ELEMENTS // max(k, 1)):
+        threads = 1
+    if width_only:  # a chunk's (conf, correct) buffers, reused: map_chunks holds at most threads + 1 chunks
+        in_order = _InOrderSums(n, edges)
+        step = max(1, _predictions._CHUNK_ELEMENTS // max(k, 1))
+        slots = [(np.empty(min(n, step)), np.empty(min(n, step), dtype=bool)) for _ in range(threads + 1)]
+        confidences = correct = None
+    else:
+        confidences = np.empty(n, dtype=work_dtype)
+        correct = np.empty(n, dtype=bool)
+    want_top5 = k > 5
+    if top_label_only:
+        nll = brier = top5 = None
+    elif sums_only:
+        nll = brier = top5 = None
+        column_totals = ColumnTotals(n, want_top5)
+    else:
+        nll = np.empty(n, dtype=np.float64)
+        brier = np.empty(n, dtype=np.float64)
+        top5 = np.empty(n, dtype=bool) if want_top5 else None
+    totals = _ClassTotals(n, k, edges.shape[0] - 1) if classwise else None
+    keys = np.empty(n, dtype=np.int64) if sort_keys and compat is None else None
+    unpackable = []  # a chunk appends when its confidences cannot be packed
+
+    def pack(rows: slice, conf: np.ndarray, corr: np.ndarray) -> None:
+        if keys is not None and not unpackable and not pack_checked(conf, corr, keys[rows]):
+            unpackable.append(rows.start)
+
+    def one_chunk(item: tuple[int, slice]):
+        """Fill the per-sample arrays on the rows of chunk ``item`` (its index, its rows); return the
+        chunk's classwise statistics, its column sums and, with ``width_only``, its (conf, correct)."""
+        index, rows = item
+        y = labels[rows]
+        scores = predictions.scores[rows]
+        if pending is not None:  # the values' check, on the chunk this pass reads anyway
+            pending.rows(scores, rows.start)
+        size = rows.stop - rows.start
+        if width_only:  # chunk i + threads + 1 starts after chunk i's buffers were taken (map_chunks)
+            conf_out, correct_out = (buffer[:size] for buffer in slots[index % len(slots)])
+        else:
+            conf_out, correct_out = confidences[rows], correct[rows]  # the kernels write here (fused: float64)
+        if top_label_only:
+            top_label_chunk(scores, y, is_logits=is_logits, out=(conf_out, correct_out))
+            release_rows(predictions.scores, rows)
+            release_rows(predictions.labels, rows)
+            pack(rows, conf_out, correct_out)
+            return None, None, (conf_out, correct_out) if width_only else None
+        if compat and scores.dtype.itemsize > 4:
+            _check_float32_range(scores, rows.start, compat, scores_name)
+        if sums_only:  # this thread's buffers, reused from chunk to chunk
+            nll_out, brier_out, top5_out = _thread_buffers(size)[:3]
+        else:
+            nll_out, brier_out, top5_out = nll[rows], brier[rows], top5[rows] if top5 is not None else None
+        out = (conf_out, correct_out, nll_out, brier_out, top5_out if want_top5 else np.empty(0, dtype=bool))
+        conf, corr, nll_c, brier_c, top5_c, stats = chunk_statistics(
+            scores, y, edges, engine=engine, is_logits=is_logits, compat=compat, top5=want_top5,
+            classwise=classwise, lowest_closed=lowest_closed, work_dtype=work_dtype, ops=ops,
+            out=out if confidences.dtype == np.float64 else None,
+        )
+        release_rows(predictions.scores, rows)
+        release_rows(predictions.labels, rows)
+        if conf is not conf_out:  # an engine that made its own arrays
+            conf_out[...] = conf
+            correct_out[...] = corr
+        pack(rows, conf_out, correct_out)
+        if sums_only:
+            return stats, column_totals.chunk(rows.start, nll_c, brier_c, top5_c), None
+        if nll_c is not nll_out:
+            nll_out[...] = nll_c
+            brier_out[...] = brier_c
+            if top5 is not None:
+                top5_out[...] = top5_c
+        return stats, None, None
+
+    # chunks run in parallel; their sums are added in chunk order (thread-count independent)
+    if ops is None:
+        chunks = predictions.row_chunks()
+    else:
+        from .torch_pass import TORCH_CHUNK_ELEMENTS
+
+        chunks = predictions.row_chunks(TORCH_CHUNK_ELEMENTS)
+    for stats, columns, piece in map_chunks(one_chunk, enumerate(chunks), threads):
+        if stats is not None:
+            totals.add(stats)
+        if columns is not None:
+            column_totals.add(columns)
+        if piece is not None:
+            in_order.add(*piece)
+
+    classwise_stats = totals.stats(edges, n) if classwise else None
+    return PredictionSummary(
+        n=n,
+        k=k,
+        labels=labels,
+        confidences=confidences,
+        correct=correct,
+        nll=nll,
+        brier=brier,
+        top5=top5,
+        classwise=classwise_stats,
+        compat=compat,
+        totals=column_totals.totals() if sums_only else None,
+        sort_keys=None if unpackable else keys,
+        width=in_order.width() if width_only else None,
+        in_order=in_order.in_order() if width_only else None,
+    )

@@ -1,0 +1,1 @@
+"""Reliability diagrams and the other pictures (matplotlib, Agg backend): :mod:`.diagram`."""
