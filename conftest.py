@@ -1,10 +1,10 @@
 """Test-session set-up shared by the doctests and tests/.
 
-- **Optional packages**: without torch (or triton), the modules that import it at the top (the training
+- **Optional packages**: without torch, the modules that import it at the top (the training
   losses, the training room calibrate_cli/training/, the tests' torch helpers and transcriptions of the
   reference losses) are left out of collection, so ``python -m pytest`` passes on a core-only install;
   the tests that need an optional package skip with a reason (``pytest.importorskip``).
-- ``CALIB_TEST_HIDE=torch,numba,...``: those top-level modules cannot be imported in this pytest
+- ``CALIB_TEST_HIDE=torch,pyarrow,...``: those top-level modules cannot be imported in this pytest
   process, as if they were not installed (``_ckernel`` hides calib's C extension), to check that every
   test skips, never errors, without them.
 - ``CALIB_TEST_PERTURB_LIBM=0.05``: numpy's float64 exp and log are 1 ulp off on that share of
@@ -50,8 +50,6 @@ def _has(module: str) -> bool:
 
 collect_ignore = [] if _has("torch") else [
     "calibrate_cli/training/losses.py", "tests/reference_losses", "tests/train_helpers.py"]
-#: the Triton kernels of calibrate_cli.engine.device_eval import triton (CUDA machines) at module level
-collect_ignore += [] if _has("triton") else ["calibrate_cli/engine/triton_pass.py"]
 #: the training room imports torch at module level: without torch its modules are not collected
 collect_ignore_glob = [] if _has("torch") else ["calibrate_cli/training/*.py"]
 

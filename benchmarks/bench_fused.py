@@ -1,4 +1,4 @@
-"""Whole-process `calib eval --format json`: numpy engine vs fused (numba) engine vs a bare numpy pass.
+"""Whole-process `calib eval --format json`: numpy engine vs the fused engine (the C extension) vs a bare numpy pass.
 
 Writes float32 logits and int64 labels as .npy files, then for each size runs, as separate processes,
 timed with os.wait4 (wall time and the child's own peak RSS):
@@ -10,7 +10,7 @@ timed with os.wait4 (wall time and the child's own peak RSS):
     python benchmarks/bench_fused.py                         # 10^6 × 10, 10^6 × 100, 10^7 × 10
     python benchmarks/bench_fused.py --sizes 1000000x10 --dir /tmp/bench --repeat 3
 
-Not a test. The first fused run of each process compiles the kernel (about 1–2 s, included).
+Not a test.
 """
 
 import argparse

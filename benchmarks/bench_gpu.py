@@ -60,7 +60,6 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--no-cpu", action="store_true", help="skip the float64 CPU reference")
     parser.add_argument("--host-path", action="store_true", help="also time evaluate(host arrays, device='cuda')")
-    parser.add_argument("--tune", action="store_true", help="time the Triton pass's block sizes")
     parser.add_argument("--selection", action="store_true", help="time AdaECE's order statistics alone")
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
@@ -100,26 +99,6 @@ def main() -> None:
         print(f"  of which without AdaECE (ECE, NLL, Brier, accuracy: the pass alone): {t_ece * 1e3:.2f} ms = "
               f"{t_ece / read:.1f}x", flush=True)
 
-        if args.tune:
-            from calibrate_cli.engine import triton_pass as _triton_pass
-
-            edges = torch.as_tensor(calib.uniform_edges(15), device="cuda")
-            t_exp = cuda_median(lambda: torch.exp(logits.double()).sum(), args.repeat)
-            print(f"  torch: exp(x.double()).sum(): {t_exp * 1e3:.2f} ms", flush=True)
-            for block, iters, warps in [(128, 32, 4), (256, 32, 8), (128, 64, 4), (64, 32, 2), (256, 16, 4),
-                                        (512, 16, 8)]:
-                t_k = cuda_median(lambda: _triton_pass.run_pass(
-                    logits, labels, edges, is_logits=True, top5=True, keep=True, tolerance=1e-6,
-                    s99_threshold=0.99, block=block, iters=iters, num_warps=warps), args.repeat)
-                print(f"  triton pass block {block} iters {iters} warps {warps}: {t_k * 1e3:.2f} ms", flush=True)
-            conf = torch.softmax(logits.double(), dim=1).amax(dim=1)
-            correct = torch.ones_like(conf, dtype=torch.bool)
-            mass_edges = torch.as_tensor(calib.equal_mass_edges(conf[::97].cpu().numpy(), 15), device="cuda")
-            for block, iters, warps in [(128, 64, 4), (32, 64, 1), (256, 64, 4)]:
-                _triton_pass.BIN_BLOCK, _triton_pass.BIN_ITERS, _triton_pass.NUM_WARPS = block, iters, warps
-                t_b = cuda_median(lambda: _triton_pass.bin_sums(conf, correct, mass_edges), args.repeat)
-                print(f"  triton bin sums block {block} iters {iters} warps {warps}: {t_b * 1e3:.2f} ms", flush=True)
-            del conf, correct
         if args.selection:
             from calibrate_cli.engine import device_eval
 

@@ -48,12 +48,13 @@ from .metrics.functional import (
     s99,
     top5_accuracy,
 )
+from .metrics.meter import Meter
 from .ood import OodResult, ood_auroc
 from .plots.diagram import ReliabilityDiagram
 from .data.predictions import Predictions, as_predictions
 from .data.probabilities import log_softmax, softmax
 from .engine.device_eval import device_metrics
-from .calibrators.temperature_fit import TemperatureFit, TemperatureScaler, apply_temperature, fit_temperature
+from .calibrators.temperature_fit import TemperatureFit, apply_temperature, fit_temperature
 
 __all__ = [
     "__version__",
@@ -70,6 +71,7 @@ __all__ = [
     "InputError",
     "METRICS",
     "METRIC_NAMES",
+    "Meter",
     "MetricSpec",
     "OodResult",
     "OutputError",
@@ -77,7 +79,6 @@ __all__ = [
     "Predictions",
     "ReliabilityDiagram",
     "TemperatureFit",
-    "TemperatureScaler",
     "TemperatureScaling",
     "VectorScaling",
     "accuracy",
@@ -112,3 +113,15 @@ __all__ = [
     "top5_accuracy",
     "uniform_edges",
 ]
+
+
+def __getattr__(name: str):
+    """``TemperatureScaler`` (before 0.3) was a second fit/transform wrapper of one temperature: it is
+    :class:`TemperatureScaling` now, with the same ``fit``, ``transform`` and ``temperature_``."""
+    if name == "TemperatureScaler":
+        import warnings
+
+        warnings.warn("calibrate_cli.TemperatureScaler is TemperatureScaling now (same fit/transform)",
+                      DeprecationWarning, stacklevel=2)
+        return TemperatureScaling
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,8 +9,8 @@ the process at once with 130, quietly (there are no temporaries yet), as it does
 Only the console script (``sys.argv[0]`` is ``calib``) is affected: a program or a test that imports
 calibrate_cli keeps Python's KeyboardInterrupt, and so does ``CALIB_DEBUG=1`` (its traceback is
 wanted there). A SIGINT that is ignored (a background job, ``nohup``) stays ignored. What is left
-unguarded is the interpreter's own start before the script runs (``site`` and its ``.pth`` files:
-measured 10 to 50 ms with an editable install, whose import finder loads pathlib there).
+unguarded is the interpreter's own start before the script runs (``site`` and its ``.pth`` files;
+longer with an editable install, whose import finder loads pathlib there: docs/performance.md).
 """
 
 from __future__ import annotations

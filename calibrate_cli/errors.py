@@ -22,6 +22,11 @@ REMEDIES = {
     "probs-or-logits": "say input_kind='probs', or input_kind='logits' to take them as logits all the same",
     "probs": "say input_kind='probs'",
     "resume-or-force": "resume the run, or start it again with force",
+    "topk-columns": "name the columns (topk_ids, topk_logprobs, labels)",
+    "sequence-columns": "name the columns (token_logprobs, correct)",
+    "sequence-id": "name the sequence id column (sequence_id)",
+    "conformal-fit": "save one with ConformalFit.to_dict()",
+    "classwise-metrics": "ask for it by name, e.g. metrics=['classwise_ece']",
 }
 
 

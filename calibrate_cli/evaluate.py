@@ -10,14 +10,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .engine.binning import BinStats
-from .errors import InputError
-from .metrics.registry import METRIC_NAMES, METRICS, sums_needed
+from .errors import Advice, InputError
+from .metrics.registry import METRIC_NAMES, METRICS, metric_spec, sums_needed
 from .engine.parallel import run_together, together
-from .metrics.functional import (DEFAULT_N_BINS, equal_mass_bins, equal_width_bins, metrics_from_summary, order_sums,
-                      with_class_sorted)
+from .metrics.functional import (DEFAULT_N_BINS, summary_has, equal_mass_bins, metrics_from_summary,
+                                 with_class_sorted)
 from .data.predictions import InputKind, Predictions, as_predictions
 from .engine.sorting import sort_by_confidence, sort_packed
-from .engine.summary import PredictionSummary, check_compat, summarize
+from .engine.summary import PredictionSummary, SummaryRequest, check_compat, summarize, with_pass_sums
 
 __all__ = [
     "EvalReport", "SummarizedData", "evaluate", "conventions", "report_from_summary", "summarize_data", "with_optional_sums",
@@ -47,27 +47,75 @@ def summarize_data(
     scores_name: str = "scores",
     labels_name: str = "labels",
     metrics=None,
-    sums_only: bool = False,
+    columns: bool = True,
     device: str | None = None,
-    sort_keys: bool = False,
+    sums_only: bool | None = None,
+    classwise_max_k: int | None = None,
 ) -> SummarizedData:
     """Validate ``scores``/``labels`` (:func:`~calibrate_cli.data.predictions.as_predictions`) and make the one
-    summary pass (:func:`~calibrate_cli.engine.summary.summarize`, with the classwise statistics; ``sums_only``:
-    NLL, Brier and top-5 kept as sums, enough for the metrics but not for resampling), on ``device``.
+    summary pass (:func:`~calibrate_cli.engine.summary.summarize`) on ``device``, asked for the sums of
+    every metric (:func:`~calibrate_cli.metrics.registry.sums_needed`); ``columns`` False: the caller
+    reads the metrics only (no resampling), so NLL, Brier and top-5 are kept as sums and the pass packs
+    the keys of the one sort where the steps after it run at once.
 
     ``metrics``: names of metrics wanted besides the default ones (or "all"); each class's
     probabilities are sorted (ACE, classwise RMS/KS) only when one of them is among them.
-    ``sort_keys``: the pass also packs the keys of the one sort (``summary.sort_keys``) where the
-    steps after it run at once (:func:`~calibrate_cli.engine.parallel.together`)."""
+    ``sums_only``: the former name of ``columns=False`` (for callers not yet converted).
+    ``classwise_max_k``: beyond this many classes the classwise cells are made only when ``metrics``
+    names a metric built from them (:func:`classwise_left_out`; :func:`evaluate` passes
+    :data:`CLASSWISE_DEFAULT_MAX_K`); None: always made (the shards, the bootstrap's own callers)."""
+    if sums_only is not None:
+        columns = not sums_only
     compat = check_compat(compat)
     predictions = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name,
                                  check_values=False)  # checked by the summary pass, which reads the chunks anyway
-    summary = summarize(
-        predictions, n_bins=n_bins, compat=compat, classwise=True, scores_name=scores_name, sums_only=sums_only,
-        device=device, sort_keys=sort_keys and together(predictions.n),
-    )
+    # classwise cells cost K·M per chunk: at large K only when asked (evaluate's default report)
+    left_out = () if classwise_max_k is None else classwise_left_out(predictions.k, metrics, max_k=classwise_max_k)
+    request = SummaryRequest(sums=sums_needed([name for name in METRIC_NAMES if name not in left_out]), columns=columns)
+    summary = summarize(predictions, n_bins=n_bins, compat=compat, request=request, scores_name=scores_name,
+                        device=device)
     predictions = dataclasses.replace(predictions, pending=None)
     return SummarizedData(predictions, with_optional_sums(summary, predictions, n_bins, metrics))
+
+#: the most classes at which ``calib eval`` and :func:`evaluate` compute the classwise metrics of the
+#: default set (classwise-ECE) unasked. Beyond, they are left out (with a note in ``warnings``) unless
+#: named: their (K, M) cells cost K·M per row chunk, more than the chunk's own rows at K in the 10^5,
+#: and a mean over K classes most of which have a handful of positives (or none) says little there.
+#: 1024 keeps every image benchmark (ImageNet-1k: K = 1000) in the default report.
+CLASSWISE_DEFAULT_MAX_K = 1024
+
+
+def _asked_names(metrics) -> list[str] | str:
+    """The metric names of a selection (None, "all", a name, a list or a {label: name} mapping)."""
+    if metrics is None:
+        return []
+    if isinstance(metrics, str):
+        return "all" if metrics == "all" else [metrics]
+    items = metrics.values() if isinstance(metrics, Mapping) else metrics
+    return [m for m in items if isinstance(m, str)]
+
+
+def classwise_left_out(k: int, metrics=None, *, max_k: int | None = None) -> tuple[str, ...]:
+    """The default metrics left out at ``k`` classes: those built from the classwise cells
+    (classwise-ECE), when K > ``max_k`` (None: :data:`CLASSWISE_DEFAULT_MAX_K`) and ``metrics`` (the
+    metrics asked for besides the defaults, or "all") does not name them; else ()."""
+    max_k = CLASSWISE_DEFAULT_MAX_K if max_k is None else max_k
+    asked = _asked_names(metrics)
+    if k <= max_k or asked == "all":
+        return ()
+    return tuple(spec.name for spec in METRICS
+                 if spec.by_default and "classwise_gap" in spec.needs and spec.name not in asked)
+
+
+def left_out_note(k: int, names, *, asked: bool = False) -> str:
+    """The one line saying which default metrics were left out at ``k`` classes and how to ask for them
+    (``asked``: they were asked for, or K is small, but the summary has no classwise cells)."""
+    shown = ", ".join(metric_spec(name).display_name for name in names)
+    if asked or k <= CLASSWISE_DEFAULT_MAX_K:  # a summary made without its classwise cells (not by this module)
+        return f"{shown} not computed: the summary holds no classwise statistics"
+    return Advice(f"{shown} left out at K = {k} (> {CLASSWISE_DEFAULT_MAX_K} classes, where it costs K·M cells "
+                  "and averages classes with few samples)", "classwise-metrics")
+
 
 def with_optional_sums(summary: PredictionSummary, predictions: Predictions, n_bins: int, metrics) -> PredictionSummary:
     """``summary`` with what the wanted metrics that are not in the default pass need (each class's
@@ -314,9 +362,12 @@ def evaluate(
     ``bootstrap=B`` (B > 0) also puts a bootstrap interval on every metric (``report.intervals``),
     from the same validated data and summary pass: ``ci_level``, ``ci_method``, ``seed``,
     ``device`` and ``progress`` as in :func:`calibrate_cli.bootstrap.bootstrap` (None: its defaults);
-    ``bootstrap_metrics``: its ``metrics`` (None: all but the per-sample KS-CE and SmoothECE; "all").
+    ``bootstrap_metrics``: its ``metrics`` (None: all but the per-sample KS-CE and SmoothECE, plus the
+    ``metrics`` asked for; "all").
     ``metrics``: metrics wanted besides :data:`~calibrate_cli.metrics.registry.DEFAULT_METRICS` (e.g.
-    ``["ace"]``, or "all"); ``report.metrics`` holds the defaults and these.
+    ``["ace"]``, or "all"); ``report.metrics`` holds the defaults and these. Beyond
+    :data:`CLASSWISE_DEFAULT_MAX_K` classes the defaults leave out classwise-ECE unless it is named
+    here (its (K, M) cells are not even made); a line in ``report.warnings`` says so.
     ``device`` ("cpu", "cuda", "auto", "torch-cpu"; None: "cpu") also runs the summary pass (softmax,
     NLL, Brier, top-5, bins) there with torch, in float64, equal to the CPU's numbers to rounding
     (:mod:`calibrate_cli.engine.torch_pass`); ``report.device`` says where it ran. With a bootstrap the
@@ -332,9 +383,8 @@ def evaluate(
     data = summarize_data(
         scores, labels, input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=scores_name,
         labels_name=labels_name, metrics=_union(metrics, bootstrap_metrics if bootstrap else None),
-        sums_only=not bootstrap,  # the bootstrap resamples the per-sample columns
-        device=None if bootstrap else device,
-        sort_keys=not bootstrap,  # packed by the pass's threads for the sort of report_from_summary
+        columns=bool(bootstrap),  # the bootstrap resamples the per-sample columns
+        device=None if bootstrap else device, classwise_max_k=CLASSWISE_DEFAULT_MAX_K,
     )
     return report_from_summary(
         data.summary, input_kind=input_kind, n_bins=n_bins, scores_name=scores_name, predictions=data.predictions,
@@ -370,37 +420,41 @@ def report_from_summary(
     its confidences may be sorted in place (:func:`~calibrate_cli.metrics.functional.summary_sums`): one (N,)
     float64 array less at the peak, the same numbers."""
     compat = summary.compat
+    if bootstrap and bootstrap_metrics is None and metrics is not None:  # the metrics asked for get intervals
+        from .bootstrap.selection import with_asked
+
+        bootstrap_metrics = with_asked(metrics)
     # what the scores were taken as: the validated predictions say; else stated, or logits (scores that
     # looked like probabilities were refused when unstated)
     input_kind = predictions.input_kind if predictions is not None else (input_kind or "logits")
     if predictions is not None:
         summary = with_optional_sums(summary, predictions, n_bins, _union(metrics, bootstrap_metrics if bootstrap else None))
+    # one path: the equal-width bins and in-order sums the pass made (else from the columns of a merged
+    # summary); AdaECE's edges selected (no sort); the one sort (KS-CE, SmoothECE) of the keys the pass
+    # packed, beside the bins where the machine runs both at once, or, for a summary dropped after
+    # (``consume``), of its own confidences in place by the metrics (no (N,) copy)
+    summary = with_pass_sums(summary, n_bins)
+    consume = consume and not bootstrap
     conf, correct, keys = summary.confidences, summary.correct, summary.sort_keys
-    if consume and not bootstrap and together(summary.n):
-        # the sort (for KS-CE and SmoothECE) in a copy on one thread (of the keys the pass packed,
-        # when it did); the bins and the sums in sample order on another, AdaECE's edges selected
-        # (no sort): the same numbers as one after the other
-        ordered, (width, mass, in_order) = run_together(
-            lambda: sort_by_confidence(conf, correct) if keys is None else sort_packed(keys),
-            lambda: (equal_width_bins(conf, correct, n_bins, compat=compat),
-                     equal_mass_bins(conf, correct, n_bins, compat=compat), order_sums(summary)),
-        )
-        metrics = metrics_from_summary(summary, n_bins, width=width, mass=mass, ordered=ordered, in_order=in_order)
-        del ordered
-    elif consume and not bootstrap:
-        # one thread: AdaECE's edges selected (no sort), then the metrics sort the confidences in
-        # their own buffer (no (N,) copy)
-        width = equal_width_bins(conf, correct, n_bins, compat=compat)
-        mass = equal_mass_bins(conf, correct, n_bins, compat=compat)
-        metrics = metrics_from_summary(summary, n_bins, width=width, mass=mass, consume=True)
+    if keys is not None and consume:  # sorted in place: only a summary dropped after
+        sort = lambda: sort_packed(keys)  # noqa: E731
     else:
-        width = equal_width_bins(conf, correct, n_bins, compat=compat)
-        # one sort serves AdaECE's edges, KS-CE and SmoothECE (calibrate_cli.engine.sorting)
-        ordered = sort_by_confidence(summary.confidences, summary.correct)
-        mass = equal_mass_bins(summary.confidences, summary.correct, n_bins, compat=compat, sorted_confidences=ordered[0])
-        metrics = metrics_from_summary(summary, n_bins, width=width, mass=mass, ordered=ordered)
-        del ordered
-    warnings = []
+        sort = lambda: None if consume else sort_by_confidence(conf, correct)  # noqa: E731
+    ordered, mass = run_together(sort, lambda: equal_mass_bins(conf, correct, n_bins, compat=compat),
+                                 threads=None if together(summary.n) else 1)
+    width = summary.width
+    # the default metrics built from the classwise cells: left out unasked at K > CLASSWISE_DEFAULT_MAX_K
+    # (whether or not the pass made the cells: shards and streams make them), and wherever they are absent
+    asked = _union(metrics, bootstrap_metrics if bootstrap else None)
+    left_out = classwise_left_out(summary.k, asked) if summary.classwise is not None else tuple(
+        spec.name for spec in METRICS if spec.by_default and "classwise_gap" in spec.needs)
+    names = None if not left_out else [
+        spec.name for spec in METRICS if spec.name not in left_out
+        and (spec.by_default or all(summary_has(summary, f) for f in spec.needs))]
+    metrics = metrics_from_summary(summary, n_bins, width=width, mass=mass, ordered=ordered,
+                                   in_order=summary.in_order, consume=consume, names=names)
+    del ordered
+    warnings = [left_out_note(summary.k, left_out, asked=not classwise_left_out(summary.k, asked))] if left_out else []
     if summary.totals is not None:
         n_inf = summary.totals.nll_inf
     else:
@@ -417,7 +471,7 @@ def report_from_summary(
         intervals, settings = _bootstrap(
             data, metrics, n_bins, bootstrap, ci_level, ci_method, seed, device, progress, bootstrap_metrics
         )
-    per_class = summary.classwise.calibration_error()
+    per_class = () if left_out else summary.classwise.calibration_error()
     return EvalReport(
         n=summary.n,
         k=summary.k,

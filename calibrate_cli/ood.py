@@ -19,6 +19,18 @@ Two scores, as in the reference code of Mukhoti et al. 2020 (``ood_test.py``):
 p = softmax(logits), or the given probabilities, at temperature 1 or after a calibration map. 0.5
 is chance, 1 perfect separation, below 0.5 the score points the wrong way.
 
+Beside the AUROC, for each score (Hendrycks & Gimpel 2017, "A Baseline for Detecting Misclassified and
+Out-of-Distribution Examples"; :func:`fpr_at_tpr`, :func:`average_precision`):
+
+- FPR95: the share of out-of-distribution samples accepted (u ≤ t) at the threshold t that accepts
+  95 % of the in-distribution ones: t is the ⌈0.95 n_in⌉-th smallest in-distribution u, and every
+  sample tied with t is accepted with it (its whole tie group: the TPR reached may exceed 95 %), as
+  ``sklearn.metrics.roc_curve``'s first point with TPR ≥ 0.95;
+- AUPR-in: the average precision with the in-distribution samples as positives scored −u (for the
+  confidence: max_k p_k); AUPR-out: the out-of-distribution samples as positives scored u. Average
+  precision AP = Σ_t (R_t − R_{t−1}) P_t over the distinct scores t, from the highest, a tie group
+  entering at once (``sklearn.metrics.average_precision_score``; no interpolation).
+
 Computed from the ranks of the pooled scores (ties get their average rank), in O(N log N):
 U = R_out − n_out (n_out + 1) / 2 with R_out the sum of the out-of-distribution samples' ranks.
 Average ranks are multiples of ½ and every partial sum is exact in float64 below 2⁵³, so the
@@ -32,6 +44,7 @@ per resample (:func:`~calibrate_cli.bootstrap.resample_streams`), and puts the p
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,6 +57,8 @@ __all__ = [
     "OOD_SCORES",
     "OodResult",
     "auroc",
+    "average_precision",
+    "fpr_at_tpr",
     "ood_auroc",
     "ood_bootstrap",
     "ood_scores",
@@ -87,6 +102,53 @@ def auroc(in_scores, out_scores) -> float:
     return u / (float(a.size) * float(b.size))
 
 
+def _pair(in_scores, out_scores, what: str) -> tuple[np.ndarray, np.ndarray]:
+    a = np.asarray(in_scores, dtype=np.float64).ravel()
+    b = np.asarray(out_scores, dtype=np.float64).ravel()
+    if a.size == 0 or b.size == 0:
+        raise InputError(f"the {what} needs at least one sample in each set")
+    if np.isnan(a).any() or np.isnan(b).any():
+        raise InputError(f"the {what}'s scores contain NaN")
+    return a, b
+
+
+def fpr_at_tpr(in_scores, out_scores, tpr: float = 0.95) -> float:
+    """The share of ``out_scores`` ≤ t, t the ⌈tpr · n_in⌉-th smallest of ``in_scores`` (the threshold
+    accepting a share ``tpr`` of the in-distribution samples, u ≤ t; ties with t accepted with it).
+
+    A score should be larger out of distribution (an uncertainty). FPR95 at ``tpr=0.95``.
+
+    >>> fpr_at_tpr([0.1, 0.2, 0.3, 0.4], [0.3, 0.5], tpr=0.75)   # t = 0.3 accepts 3 of 4; out: 0.3 ≤ t
+    0.5
+    """
+    a, b = _pair(in_scores, out_scores, "FPR at a TPR")
+    if not 0.0 < tpr <= 1.0:
+        raise InputError(f"the TPR must be in (0, 1], got {tpr!r}")
+    need = max(1, math.ceil(round(tpr * a.size, 9)))  # rounded first: no float excess adds a sample
+    t = np.partition(a, need - 1)[need - 1]
+    return float(np.count_nonzero(b <= t)) / b.size
+
+
+def average_precision(positive_scores, negative_scores) -> float:
+    """AP = Σ_t (R_t − R_{t−1}) P_t of telling ``positive_scores`` (larger) from ``negative_scores``:
+    thresholds t at the distinct pooled scores from the highest, precision P_t and recall R_t of
+    "score ≥ t", a tie group entering at once (``sklearn.metrics.average_precision_score``).
+
+    >>> average_precision([0.9, 0.5], [0.7, 0.5])   # t = 0.9: R ½ P 1; 0.7: no recall; 0.5: R 1 P ½
+    0.75
+    """
+    pos, neg = _pair(positive_scores, negative_scores, "average precision")
+    scores = np.concatenate([pos, neg])
+    is_pos = np.concatenate([np.ones(pos.size), np.zeros(neg.size)])
+    order = np.argsort(-scores, kind="stable")
+    scores, is_pos = scores[order], is_pos[order]
+    ends = np.r_[np.flatnonzero(np.diff(scores) != 0), scores.size - 1]  # the last of each tie group
+    tp = np.cumsum(is_pos)[ends]
+    precision = tp / (ends + 1.0)
+    recall_step = np.diff(np.r_[0.0, tp]) / pos.size
+    return float(np.dot(recall_step, precision))
+
+
 def ood_scores(scores, input_kind: InputKind | None = None, *, scores_name: str = "scores") -> dict[str, np.ndarray]:
     """The uncertainty of every sample, larger = likelier out of distribution: ``{"entropy": H(p),
     "confidence": −max_k p_k}``, from validated ``scores`` ((N, K) logits or probabilities, or a 1-D
@@ -111,8 +173,9 @@ class OodResult:
     auroc         score name → AUROC (``OOD_SCORES``: entropy, confidence)
     n_in, n_out   the sizes of the two sets; k the number of classes
     mean_entropy, mean_confidence   (in, out) means of H(p) and max_k p_k, for the reader
-    intervals     score name → :class:`~calibrate_cli.bootstrap.ConfidenceInterval` (with a bootstrap)
+    intervals     score name → :class:`~calibrate_cli.bootstrap.ConfidenceInterval` (with a bootstrap, AUROC only)
     bootstrap     the bootstrap's settings, or None
+    fpr95, aupr_in, aupr_out   score name → FPR at 95 % TPR, AUPR-in, AUPR-out (see the module)
     """
 
     auroc: dict[str, float]
@@ -123,6 +186,9 @@ class OodResult:
     mean_confidence: tuple[float, float]
     intervals: dict = field(default_factory=dict)
     bootstrap: dict | None = None
+    fpr95: dict[str, float] = field(default_factory=dict)
+    aupr_in: dict[str, float] = field(default_factory=dict)
+    aupr_out: dict[str, float] = field(default_factory=dict)
 
     @property
     def auroc_entropy(self) -> float:
@@ -132,10 +198,19 @@ class OodResult:
     def auroc_confidence(self) -> float:
         return self.auroc["confidence"]
 
+    def detection_dict(self) -> dict:
+        """``auroc_<score>``, ``fpr95_<score>``, ``aupr_in_<score>``, ``aupr_out_<score>`` for each score."""
+        out = {}
+        for key, values in (("auroc", self.auroc), ("fpr95", self.fpr95), ("aupr_in", self.aupr_in),
+                            ("aupr_out", self.aupr_out)):
+            out.update({f"{key}_{name}": value for name, value in values.items()})
+        return out
+
     def to_dict(self) -> dict:
-        """JSON-ready: ``auroc_entropy``, ``auroc_confidence``, the sizes, the means, the intervals."""
+        """JSON-ready: ``auroc_entropy``, ``auroc_confidence``, ``fpr95_…``, ``aupr_in_…``,
+        ``aupr_out_…``, the sizes, the means, the intervals."""
         return {
-            **{f"auroc_{name}": value for name, value in self.auroc.items()},
+            **self.detection_dict(),
             "n_in": self.n_in,
             "n_out": self.n_out,
             "k": self.k,
@@ -158,7 +233,8 @@ def ood_auroc(
     ci_method: str | None = None,
     seed=None,
 ) -> OodResult:
-    """AUROC of separating ``out_scores`` from ``in_scores`` by softmax entropy and by max probability.
+    """AUROC (and FPR95, AUPR-in, AUPR-out) of separating ``out_scores`` from ``in_scores`` by softmax
+    entropy and by max probability.
 
     Both are (N, K) logits (default) or probabilities (``input_kind="probs"``) of the same model (same
     K), or 1-D binary scores. A calibration map is applied by the caller (e.g.
@@ -181,6 +257,9 @@ def ood_auroc(
     n_in, n_out = in_u["entropy"].size, out_u["entropy"].size
     result = OodResult(
         auroc={name: auroc(in_u[name], out_u[name]) for name in OOD_SCORES},
+        fpr95={name: fpr_at_tpr(in_u[name], out_u[name], 0.95) for name in OOD_SCORES},
+        aupr_in={name: average_precision(-in_u[name], -out_u[name]) for name in OOD_SCORES},
+        aupr_out={name: average_precision(out_u[name], in_u[name]) for name in OOD_SCORES},
         n_in=n_in,
         n_out=n_out,
         k=k_in,

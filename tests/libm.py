@@ -1,6 +1,6 @@
 """The numeric contract between code paths, as the tests assert it (docs/conventions.md).
 
-Two different paths (the numpy engine, the C extension, numba, torch; the temperature grid and
+Two different paths (the numpy engine, the C extension, torch; the temperature grid and
 ``evaluate``; shards and one file) agree within a tolerance, never by equal bits: the fused loops call
 the C library's ``exp`` and ``log``, numpy may run its own SIMD kernels (on AVX-512 CPUs about 5 % of
 its ``exp`` results are 1 ulp from glibc's), and sums may be added in another order. Equal bits are

@@ -1,6 +1,6 @@
 """numpy's float64 ``exp`` and ``log`` made 1 ulp off on a share of arguments: a stand-in for a CPU on
 which numpy's own SIMD kernels (AVX-512) differ from the C library's in the last bit, where the C
-extension and numba keep calling the C library's.
+extension keeps calling the C library's.
 
 ``CALIB_TEST_PERTURB_LIBM=0.05 python -m pytest -q`` (root conftest.py) builds a small C extension
 with the C compiler and numpy's headers and replaces the float64 loops of ``np.exp`` and ``np.log``

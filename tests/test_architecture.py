@@ -7,8 +7,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parent.parent / "calibrate_cli"
 #: private modules and who may import them: the compiled extensions have one handle each
 PRIVATE_MODULE_HANDLES = {
@@ -133,13 +131,11 @@ def test_package_root_holds_at_most_ten_modules():
     assert len(root) <= 10, root
 
 
-@pytest.mark.xfail(reason="issue 34: the circles and private imports are being removed", strict=True)
 def test_no_import_circle():
     edges, _ = graph()
     assert cycles(without_package_inits(edges)) == []
 
 
-@pytest.mark.xfail(reason="issue 34: the circles and private imports are being removed", strict=True)
 def test_no_private_name_imported_across_modules():
     _, private = graph()
     assert private == []

@@ -27,7 +27,6 @@ from calibrate_cli.calibrators import (
     from_dict,
     load_calibrator,
 )
-from calibrate_cli.data.io import load_temperature
 from calibrate_cli.calibrators.temperature_fit import fit_temperature
 
 
@@ -61,7 +60,7 @@ def binary(n=500, seed=4):
 
 def test_the_registry_names_every_method_and_search():
     assert set(CALIBRATORS) == {"temperature", "platt", "vector", "histogram", "histogram_mass", "isotonic", "bbq", "beta",
-                                "matrix", "dirichlet", "ensemble_ts"}
+                                "matrix", "dirichlet", "ensemble_ts", "top_label"}
     assert SEARCHES == ("grid", "nll", "platt", "vector")
     for name, cls in CALIBRATORS.items():
         assert issubclass(cls, Calibrator) and cls.name == name
@@ -196,12 +195,11 @@ def test_a_bool_is_not_a_temperature():
             TemperatureScaling(value)
 
 
-def test_load_temperature_names_other_methods(tmp_path):
+def test_a_saved_platt_fit_loads_as_platt_without_a_temperature(tmp_path):
     logits, labels = binary()
     path = tmp_path / "p.json"
     path.write_text(json.dumps(fit("platt", logits, labels).to_dict()))
-    with pytest.raises(InputError, match="holds a platt calibration, not a temperature"):
-        load_temperature(str(path))
+    assert load_calibrator(str(path)).temperature is None
     assert load_calibrator(str(path)).label.startswith("Platt (a = ")
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import calibrate_cli.data.io as io
-from calibrate_cli.data import csvfast
+from calibrate_cli.data import csvfast, csvfile
 
 
 @pytest.fixture()
@@ -44,7 +44,7 @@ def no_full_reader(monkeypatch):
     def refuse(*a, **k):
         raise AssertionError("the full CSV reader ran")
 
-    monkeypatch.setattr(io, "_read_csv_table", refuse)
+    monkeypatch.setattr(csvfile, "_read_csv_table", refuse)
 
 
 @pytest.mark.parametrize("layout", [dict(), dict(blank_every=37), dict(newline="\r\n", bom=True),

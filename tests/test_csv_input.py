@@ -170,7 +170,7 @@ def test_class_name_labels_in_a_separate_file(runner, tmp_path):
 
 
 def test_class_names_of_strips_a_shared_prefix():
-    from calibrate_cli.data.io import class_names_of
+    from calibrate_cli.data.columns import class_names_of
 
     assert class_names_of(["p_cat", "p_dog"]) == ["cat", "dog"]
     assert class_names_of(["logit_a_b", "logit_c"]) == ["a_b", "c"]

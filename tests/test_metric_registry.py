@@ -162,6 +162,19 @@ _ALLOWED_LITERALS = {
     "report/figures.py": {"ece", "classwise_ece", "accuracy", "mean_confidence"},
     "report/html.py": {"ece", "nll", "accuracy", "classwise_ece"},
     "cli/report.py": {"ece", "nll"},
+    # beyond one number: the decomposed score's name, the calibration test's statistic (the ECE), the
+    # per-bin row keys of the interval table, and the selective risk (the error of the accepted samples)
+    "diagnostics/decomposition.py": {"brier"},
+    "diagnostics/reliability_stats.py": {"ece", "accuracy", "mean_confidence"},
+    "cli/diagnostics.py": {"accuracy"},
+    "diagnostics/selective.py": {"error"},
+    "cli/fit.py": {"nll"},  # whether the NLL is one of the table's columns (its inf warning then)
+    "cli/topk.py": {"accuracy"},  # top-j accuracies formatted as the accuracy is
+    "metrics/meter.py": {"nll", "brier"},  # per-sample columns of a summary (packed for the all-gather)
+    # answers' binary NLL and Brier (p of the outcome), and the JSON keys of the two binnings
+    "metrics/sequences.py": {"nll", "brier", "ece", "adaece"},
+    # what the top k determine (the registry's top-label metrics, NLL, top-5) and what they do not
+    "metrics/topk.py": {"classwise_ece", "brier", "nll", "ece", "adaece", "top5_accuracy"},
 }
 
 

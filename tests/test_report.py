@@ -65,7 +65,7 @@ def test_render_html_page_from_python_has_unique_ids_names_and_escapes():
     report = build_report(val, val_y, title="A & <B>", inputs=[InputFile("validation scores", "x<y>.npy", 12, "ab" * 32)])
     text = render_html(report, class_names=["cat", "dog", "<e>"])
     page = read_page(text)
-    assert len(page.figures) == 4 and len(page.ids) == len(set(page.ids))
+    assert len(page.figures) == 5 and len(page.ids) == len(set(page.ids))  # with "Beyond one number"
     assert "A &amp; &lt;B&gt;" in text and "x&lt;y&gt;.npy" in text and "<e>" not in text
     assert "&lt;e&gt;" in text and "12 bytes" in page.text
     with pytest.raises(InputError, match="2 class names"):
@@ -83,7 +83,7 @@ def test_probabilities_with_a_zero_on_the_true_class_leave_the_nll_curve_out():
     assert any(w.startswith("the NLL curve against T is left out: ") for w in report.warnings), report.warnings
     assert report.before.metrics["nll"] == float("inf")
     page = read_page(render_html(report))
-    assert len(page.figures) == 4 and page.metrics[("before", "nll")] == (float("inf"), "inf")
+    assert len(page.figures) == 5 and page.metrics[("before", "nll")] == (float("inf"), "inf")
 
 
 def test_report_to_dict_is_json_with_the_numbers_of_the_page():

@@ -50,7 +50,7 @@ def assert_same_report(sharded, whole):
 
 def assert_same_per_sample(merged, whole):
     """Per-sample arrays of two paths: labels, correctness and top-5 hits equal; what comes from exp/log
-    within tests/libm.py's few ulps per value (Brier as tests/test_kernels.py allows: the numpy engine
+    within tests/libm.py's few ulps per value (Brier as tests/test_engines.py allows: the numpy engine
     adds its Σ_k in another order)."""
     for name in ("labels", "correct", "top5"):
         a, b = getattr(merged, name), getattr(whole, name)

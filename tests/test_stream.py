@@ -92,7 +92,7 @@ def test_sub_chunks_give_the_single_pass_classwise_sums_bit_for_bit(small_chunks
     scores = logits if kind == "logits" else np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
     blocks = ((scores[i:i + 333], labels[i:i + 333]) for i in range(0, 1999, 333))
     summary = summarize_blocks(blocks, input_kind=kind, n_hint=1999, sums_only=True)
-    whole = summarize_data(scores, labels, input_kind=kind, sums_only=True).summary
+    whole = summarize_data(scores, labels, input_kind=kind, columns=False).summary
     assert np.array_equal(summary.classwise.sum_conf, whole.classwise.sum_conf)
     assert np.array_equal(summary.classwise.count, whole.classwise.count)
     assert np.array_equal(summary.classwise.sum_correct, whole.classwise.sum_correct)
@@ -225,7 +225,7 @@ def test_a_csv_streams_with_n_known_in_advance_its_columns_in_place(tmp_path, sm
     summary = summarize_blocks(blocks, n_hint=n_hint, sums_only=True)
     assert summary.nll is None and summary.totals is not None and summary.labels.dtype == np.uint8
     assert np.array_equal(summary.labels, labels)
-    whole = summarize_data(logits, labels, sums_only=True).summary
+    whole = summarize_data(logits, labels, columns=False).summary
     assert summary.totals == whole.totals and np.array_equal(summary.confidences, whole.confidences)
     assert_agree(report_from_summary(summary).metrics, evaluate(logits, labels).metrics)
 

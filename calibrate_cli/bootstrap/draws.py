@@ -58,7 +58,7 @@ def run_resamples(
 ) -> list[dict[str, np.ndarray]]:
     """Bootstrap values of every engine on the same resamples (the same drawn samples for all).
 
-    Drawing and counting a resample (``integers`` + ``bincount``, ~8 ms at N = 10^6) costs about as
+    Drawing and counting a resample (``integers`` + ``bincount``) costs about as
     much as its metrics, so the draws of the next batch run in a thread pool while the metrics of
     the current batch are computed (double buffering; numpy releases the GIL in both). ``custom``
     ({name: fn}, one engine only): functions called in this thread on ``data`` = (scores, labels)

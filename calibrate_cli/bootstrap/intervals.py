@@ -227,7 +227,7 @@ def end_noise(level: float, n_resamples: int) -> float:
     √(p(1 − p)/B) / (φ(z_p) z_{1−p}). At 90 %: 0.041 for B = 1000, 0.10 for B ≈ 165, 0.13 for B = 100.
     """
     p = (1.0 - level) / 2.0
-    from statistics import NormalDist  # here: statistics costs ~6 ms of every command's start
+    from statistics import NormalDist  # here: not every command needs statistics
 
     nd = NormalDist()
     z = nd.inv_cdf(1.0 - p)

@@ -58,6 +58,15 @@ def custom_value(name: str, fn: MetricFn, scores, labels) -> float:
 
 
 
+def with_asked(asked) -> list[str] | str:
+    """The metrics a report resamples when none are named but some are asked for (``evaluate``'s
+    ``metrics``, a table's columns): the default selection and every metric ``asked`` by name (KS-CE,
+    SmoothECE, ACE, … included: asked for, they are shown, so they get an interval); "all": every metric."""
+    if asked == "all":
+        return "all"
+    return list(dict.fromkeys([*BOOTSTRAP_DEFAULT, *asked]))
+
+
 def selected_metrics(point: dict, metrics: Metrics) -> list[str]:
     """The metrics that get an interval: those asked for (by default the ones defined on the data)."""
     builtin, custom = split_metrics(metrics)

@@ -18,6 +18,7 @@ from .base import OBJECTIVES, PROB_EPS, Calibrator, FitData, FitInfo, Probabilit
 from .platt import PlattScaling
 from .registry import CALIBRATORS, SEARCHES, calibrator_for_search, fit, from_dict, load_calibrator
 from .temperature import TemperatureScaling
+from .top_label import TopLabelHistogramBinning
 from .vector import VectorScaling
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "SEARCHES",
     "Search",
     "TemperatureScaling",
+    "TopLabelHistogramBinning",
     "VectorScaling",
     "calibrator_for_search",
     "fit",

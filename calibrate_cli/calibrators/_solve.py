@@ -3,8 +3,7 @@
 The solvers of matrix, Dirichlet and vector scaling work on a few hundred parameters; their
 BLAS/LAPACK calls (inside scipy's L-BFGS-B and trust-region code) are far too small to gain from
 threads, and on a busy machine a threaded BLAS spends most of its time waiting for its own threads
-(measured: the Dirichlet fit of the sample model took 27 s of CPU with the default OpenBLAS threads,
-4 s with one). :func:`one_blas_thread` limits BLAS to one thread for the solve when ``threadpoolctl``
+(docs/performance.md has the measurement). :func:`one_blas_thread` limits BLAS to one thread for the solve when ``threadpoolctl``
 is installed (it is optional; without it nothing changes but the speed).
 """
 

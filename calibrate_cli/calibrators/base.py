@@ -38,7 +38,7 @@ from typing import Any, Callable, ClassVar, NamedTuple
 import numpy as np
 
 from ..errors import CalibError, CalibWarning, FitError, InputError
-from ..data.predictions import INPUT_KINDS, InputKind, Predictions, _check_scores, as_predictions, row_chunks
+from ..data.predictions import INPUT_KINDS, InputKind, Predictions, as_predictions, check_scores, row_chunks
 from ..data.probabilities import softmax
 
 __all__ = ["Calibrator", "FitData", "FitInfo", "OBJECTIVES", "PROB_EPS", "ProbabilitiesClipped", "Search",
@@ -427,7 +427,7 @@ class Calibrator(ABC):
         if self._kind(input_kind, scores_name) != "probs":
             return scores
         scores = scores if isinstance(scores, np.ndarray) else np.asarray(scores)
-        _check_scores(scores, scores_name, "probs")
+        check_scores(scores, scores_name, "probs")
         return self._log_probs(scores, scores_name)
 
     def _log_probs(self, probs, scores_name: str) -> np.ndarray:
@@ -514,7 +514,7 @@ class Calibrator(ABC):
         input_kind = self._kind(input_kind, scores_name)
         scores = scores if isinstance(scores, np.ndarray) else np.asarray(scores)
         if validate:
-            _check_scores(scores, scores_name, input_kind)
+            check_scores(scores, scores_name, input_kind)
         if self.is_identity:
             return scores
         z = self._log_probs(scores, scores_name) if input_kind == "probs" else scores

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import InputError
 from .base import FitData, FitInfo, ProbabilityCalibrator, nll_of, Progress, json_number, json_numbers, probabilities_of
-from .temperature import _fit_nll
+from .temperature import fit_nll
 
 __all__ = ["EnsembleTemperatureScaling"]
 
@@ -65,7 +65,7 @@ class EnsembleTemperatureScaling(ProbabilityCalibrator):
         from scipy.optimize import minimize
 
         data.require_finite("ensemble temperature scaling")
-        t, solver, warnings, *_ = _fit_nll(data, progress)
+        t, solver, warnings, *_ = fit_nll(data, progress)
         z = np.asarray(data.logits, dtype=np.float64)
         rows = np.arange(data.n)
         # the three components at the true class: the NLL of q is −mean log(c @ w)

@@ -21,6 +21,7 @@ from .isotonic import IsotonicCalibration
 from .matrix import DirichletCalibration, MatrixScaling
 from .platt import PlattScaling
 from .temperature import TemperatureScaling, check_temperature
+from .top_label import TopLabelHistogramBinning
 from .vector import VectorScaling
 
 __all__ = ["CALIBRATORS", "SEARCHES", "calibrator_for_search", "fit", "from_dict", "load_calibrator"]
@@ -40,6 +41,7 @@ CALIBRATORS.update({
         MatrixScaling,
         DirichletCalibration,
         EnsembleTemperatureScaling,
+        TopLabelHistogramBinning,
     )
 })
 
@@ -136,6 +138,6 @@ def load_calibrator(source: Any) -> Calibrator:
         number = None
     if number is not None:
         return TemperatureScaling(check_temperature(number))
-    from ..data.io import read_json
+    from ..data.outputs import read_json
 
     return from_dict(read_json(text, what="a number nor a readable JSON file"), source=text)

@@ -32,13 +32,14 @@ import numpy as np
 
 from ..engine.binning import BinStats, uniform_edges
 from ..errors import Advice, InputError
-from ..engine import kernels
-from ..engine.kernels import default_engine as nll_engine  # the NLL pass is in the C extension too
-from ..engine.kernels import numba_engine as default_engine  # the grid kernels are numba's: its threshold
+from ..engine import native
+from ..engine.kernels import default_engine as nll_engine  # the NLL pass: numpy or the C extension
 from ..metrics.functional import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins
+from ..engine.devices import NumpyOps
 from ..engine.parallel import map_chunks
+from ..engine.rows import grid_rows, nll_newton_sums
 from ..data.predictions import InputKind, Predictions, check_nll_range, check_scaled_range, row_chunks
-from ..engine.summary import _device_ops, check_compat
+from ..engine.summary import check_compat, device_ops
 from ..data.number_text import is_plain_float
 from .base import OBJECTIVES, Calibrator, FitData, FitInfo, Progress, Search, json_number
 
@@ -151,22 +152,10 @@ def parse_grid(text: str) -> tuple[str, str, str]:
 
 
 def _grid_chunk(z: np.ndarray, y: np.ndarray, temps: np.ndarray, objective: str, compat: str | None):
-    """Every temperature at once on one chunk of rows: (confidences, correct) or per-sample NLL,
-    computed exactly as :func:`~calibrate_cli.engine.summary.summarize` does on ``logits / T``."""
-    x = z[:, None, :] / temps[None, :, None]  # (r, nT, K) float64, = apply_temperature per T
-    if compat:
-        x = x.astype(np.float32)  # the reference code's float32 softmax
-    x -= x.max(axis=-1, keepdims=True)
-    if objective == "nll":
-        x_y = np.take_along_axis(x, y[:, None, None].repeat(x.shape[1], axis=1), axis=-1)[..., 0]
-        np.exp(x, out=x)
-        log_s = np.log(x.sum(axis=-1))
-        return -(x_y - log_s).astype(np.float64)
-    np.exp(x, out=x)
-    x /= x.sum(axis=-1, keepdims=True)
-    pred = x.argmax(axis=-1)
-    conf = np.take_along_axis(x, pred[..., None], axis=-1)[..., 0]
-    return conf, pred == y[:, None]
+    """Every temperature at once on one chunk of rows: (confidences, correct) or per-sample NLL, each
+    (rows, T), by the one definition of the grid pass (:func:`~calibrate_cli.engine.rows.grid_rows`)."""
+    return grid_rows(NumpyOps(), z, y, temps, nll=objective == "nll",
+                     work_dtype=np.float32 if compat else np.float64)
 
 
 def _grid_objectives(data, temps, objective, n_bins, compat, progress, ops=None) -> np.ndarray:
@@ -190,48 +179,12 @@ def _grid_objectives(data, temps, objective, n_bins, compat, progress, ops=None)
     return np.concatenate(values)
 
 
-def _grid_engine(data, n_t: int, objective: str, compat) -> str:
-    """"fused" (the compiled grid kernel) for the ECE and NLL objectives in float64 when numba is
-    there and the work (N·K·|T| values) is large (:func:`~calibrate_cli.engine.kernels.default_engine`)."""
-    if compat or objective == "adaece":
-        return "numpy"
-    return default_engine(data.n * data.k * n_t)
-
-
 def _kernel_rows(chunk: np.ndarray) -> np.ndarray:
-    """A chunk of logits as the compiled kernels take it: C-contiguous float32 or float64 (other
+    """A chunk of logits as the compiled NLL pass takes it: C-contiguous float32 or float64 (other
     dtypes, e.g. integer or float16 logits, widened to float64 as the numpy path widens them)."""
-    if chunk.dtype in (np.float32, np.float64):
+    if chunk.dtype in native.ROW_DTYPES:
         return np.ascontiguousarray(chunk)
     return np.ascontiguousarray(chunk, dtype=np.float64)
-
-
-def _fused_grid_pass(data, temps, objective, n_bins, report) -> np.ndarray:
-    """The grid by the compiled kernel (:mod:`calibrate_cli.engine.numba_grid`): each chunk read once for
-    every T; per chunk (T, M) bin sums or per-T NLL sums, added in chunk order."""
-    from ..engine.numba_grid import grid_rows
-
-    n_t = temps.shape[0]
-    edges = uniform_edges(n_bins)
-    inv = 1.0 / temps
-    want_bins = objective == "ece"
-
-    def one_chunk(rows: slice):
-        shape = (n_t, n_bins) if want_bins else (0, n_bins)
-        count, sum_conf, sum_corr = np.zeros(shape, dtype=np.int64), np.zeros(shape), np.zeros(shape)
-        nll = np.zeros(n_t)
-        grid_rows(_kernel_rows(data.logits[rows]), np.ascontiguousarray(data.labels[rows], dtype=np.int64),
-                  temps, inv, n_bins, edges, want_bins, not want_bins, count, sum_conf, sum_corr, nll)
-        return rows, (count, sum_conf, sum_corr, nll)
-
-    count = sum_conf = sum_corr = nll = 0
-    for rows, part in map_chunks(one_chunk, row_chunks(data.n, n_t * data.k, _GRID_CHUNK_ELEMENTS)):
-        count, sum_conf, sum_corr, nll = count + part[0], sum_conf + part[1], sum_corr + part[2], nll + part[3]
-        report(rows.stop)
-    if not want_bins:
-        return nll / data.n
-    stats = BinStats(edges=edges, count=count, sum_conf=sum_conf, sum_correct=sum_corr, n=data.n)
-    return np.asarray(stats.calibration_error(), dtype=np.float64)
 
 
 def _torch_grid_pass(data, temps, objective, n_bins, report, ops) -> np.ndarray:
@@ -261,8 +214,6 @@ def _grid_pass(data, temps, objective, n_bins, compat, report, ops=None) -> np.n
     n_t = temps.shape[0]
     if ops is not None and not compat and objective != "adaece":
         return _torch_grid_pass(data, temps, objective, n_bins, report, ops)
-    if _grid_engine(data, n_t, objective, compat) == "fused":
-        return _fused_grid_pass(data, temps, objective, n_bins, report)
     if objective == "adaece":
         conf = np.empty((n_t, data.n), dtype=np.float32 if compat else np.float64)
         correct = np.empty((n_t, data.n), dtype=bool)
@@ -291,8 +242,8 @@ def _grid_pass(data, temps, objective, n_bins, compat, report, ops=None) -> np.n
 
 def _nll_pass(data: FitData, beta: float, engine: str = "numpy") -> tuple[float, float, float]:
     """One pass at β = 1/T: the mean NLL of softmax(β z), its derivative in β and the mean variance.
-    ``engine="fused"``: the same sums by the compiled kernel (the C extension's ``nll_rows``, else numba's
-    :func:`~calibrate_cli.engine.numba_grid.nll_rows`: the same float64 operations, equal to rounding);
+    ``engine="fused"``: the same sums by the C extension (:func:`~calibrate_cli.engine.native.nll_sums`,
+    within the contract of docs/conventions.md);
     a torch device's namespace (:func:`~calibrate_cli.engine.devices.array_ops`): by
     :func:`~calibrate_cli.engine.torch_pass.nll_sums` there.
 
@@ -301,23 +252,8 @@ def _nll_pass(data: FitData, beta: float, engine: str = "numpy") -> tuple[float,
     NLL''(β) = (1/N) Σ_i Var_p[d_i] ≥ 0 (so NLL is convex in β).
     """
 
-    def one_chunk(rows: slice) -> tuple[float, float, float]:
-        z = data.rows(rows)
-        r = np.arange(z.shape[0])
-        d = z - z.max(axis=1, keepdims=True)
-        d_y = d[r, data.labels[rows]]
-        e = np.exp(d * beta)
-        s = e.sum(axis=1)
-        if data.has_zeros:  # log-probabilities of 0: e = 0 there, and 0 · (−inf) must count as 0
-            d[np.isneginf(d)] = 0.0
-        ed = e * d
-        m1 = ed.sum(axis=1) / s
-        m2 = np.einsum("ij,ij->i", ed, d) / s
-        return (
-            float(np.sum(np.log(s) - beta * d_y)),
-            float(np.sum(m1 - d_y)),
-            float(np.sum(np.maximum(m2 - m1 * m1, 0.0))),
-        )
+    def one_chunk(rows: slice) -> tuple[float, float, float]:  # the one definition (engine/rows.py)
+        return nll_newton_sums(NumpyOps(), data.rows(rows), data.labels[rows], beta, has_zeros=data.has_zeros)
 
     if not isinstance(engine, str):  # a torch device's namespace
         from ..engine.torch_pass import TORCH_CHUNK_ELEMENTS, nll_sums
@@ -328,15 +264,8 @@ def _nll_pass(data: FitData, beta: float, engine: str = "numpy") -> tuple[float,
             total, grad, var = total + chunk_total, grad + chunk_grad, var + chunk_var
         return total / data.n, grad / data.n, var / data.n
     if engine == "fused":
-        if kernels.HAVE_CKERNEL:  # no numba to load (~1 s of a whole `calib temperature --search nll`)
-            nll_rows = kernels._ckernel.nll_rows
-        else:
-            from ..engine.numba_grid import nll_rows
-
         def one_chunk(rows: slice) -> tuple[float, float, float]:  # noqa: F811 - the compiled pass
-            out = np.zeros(3)
-            nll_rows(_kernel_rows(data.logits[rows]), np.ascontiguousarray(data.labels[rows], dtype=np.int64), beta, out)
-            return float(out[0]), float(out[1]), float(out[2])
+            return native.nll_sums(_kernel_rows(data.logits[rows]), data.labels[rows], beta)
 
     total = grad = var = 0.0
     for chunk_total, chunk_grad, chunk_var in map_chunks(one_chunk, row_chunks(data.n, data.k)):  # in chunk order
@@ -346,7 +275,7 @@ def _nll_pass(data: FitData, beta: float, engine: str = "numpy") -> tuple[float,
     return total / data.n, grad / data.n, var / data.n
 
 
-def _fit_nll(data: FitData, progress, engine: str = "numpy") -> tuple[float, dict, list[str], float, float]:
+def fit_nll(data: FitData, progress, engine: str = "numpy") -> tuple[float, dict, list[str], float, float]:
     """Root of NLL'(β) in u = log β by Newton's method safeguarded by bisection (rtsafe).
 
     NLL' is increasing in u; every pass shrinks the bracket [lo, hi] that holds the root, a Newton
@@ -492,15 +421,15 @@ class TemperatureScaling(Calibrator):
                 why=f" (compat mode {self.compat} computes in float32)" if self.compat else "",
             )
         if self.search == "nll":
-            ops = _device_ops(self.device)
+            ops = device_ops(self.device)
             engine = ops if ops is not None else nll_engine(data.n * data.k * 8)
-            t, solver, warnings, value, at_one = _fit_nll(data, progress, engine)
+            t, solver, warnings, value, at_one = fit_nll(data, progress, engine)
             self.temperature_ = t
             return FitInfo("nll", value, at_one, data.n, data.k, solver, warnings=tuple(warnings))
         temps, objective = self._temps, self.objective
         if objective == "nll":
             data.require_finite_true_class("an NLL objective")
-        values = _grid_objectives(data, temps, objective, self.n_bins, self.compat, progress, _device_ops(self.device))
+        values = _grid_objectives(data, temps, objective, self.n_bins, self.compat, progress, device_ops(self.device))
         best = int(np.argmin(values))  # first minimum: ties go to the smallest T
         t = float(temps[best])
         ones = np.flatnonzero(temps == 1.0)

@@ -32,7 +32,6 @@ from .temperature import (
     scale_scores,
     temperature_grid,
 )
-from ..errors import InputError
 from ..metrics.functional import DEFAULT_N_BINS
 from ..data.predictions import InputKind
 from ..engine.summary import check_compat
@@ -50,7 +49,6 @@ __all__ = [
     "temperature_grid",
     "fit_temperature",
     "TemperatureFit",
-    "TemperatureScaler",
 ]
 
 Progress = Callable[[int, "int | None"], None]
@@ -199,46 +197,3 @@ def fit_temperature(
         logits, labels, input_kind=input_kind, progress=progress, scores_name=scores_name, labels_name=labels_name
     )
     return TemperatureFit.from_calibrator(calibrator, search, n_bins, check_compat(compat))
-
-
-class TemperatureScaler:
-    """Fit / transform wrapper of :func:`fit_temperature` (scikit-learn style).
-
-    >>> import numpy as np
-    >>> scaler = TemperatureScaler(search="grid").fit(np.array([[3.0, 0.0], [0.0, 1.0]]), [0, 1])
-    >>> scaler.temperature_ > 0
-    True
-    """
-
-    def __init__(
-        self,
-        search: str = "grid",
-        objective: str | None = None,
-        grid=DEFAULT_GRID,
-        n_bins: int = DEFAULT_N_BINS,
-        compat: str | None = None,
-    ):
-        self.search = search
-        self.objective = objective
-        self.grid = grid
-        self.n_bins = n_bins
-        self.compat = compat
-
-    def fit(self, logits, labels, progress: Progress | None = None) -> "TemperatureScaler":
-        """Fit on validation ``logits``/``labels``; sets ``fit_`` and ``temperature_``; returns self."""
-        self.fit_ = fit_temperature(
-            logits, labels, search=self.search, objective=self.objective, grid=self.grid,
-            n_bins=self.n_bins, compat=self.compat, progress=progress,
-        )
-        self.temperature_ = self.fit_.temperature
-        return self
-
-    def transform(self, logits) -> np.ndarray:
-        """Calibrated logits (see :meth:`TemperatureFit.transform`)."""
-        if not hasattr(self, "fit_"):
-            raise InputError("this TemperatureScaler is not fitted yet; call fit(logits, labels) first")
-        return self.fit_.transform(logits)
-
-    def fit_transform(self, logits, labels) -> np.ndarray:
-        return self.fit(logits, labels).transform(logits)
-

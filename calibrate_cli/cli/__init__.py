@@ -90,7 +90,7 @@ def _end_now(signum, frame):
     """SIGTERM, SIGHUP, SIGINT: remove this run's temporaries and exit with 128 + the signal's
     number at once. (Raising an exception instead is not reliable: a C++ extension such as
     matplotlib's Agg may turn it into an unrelated TypeError.)"""
-    from ..data.io import remove_live_temporaries
+    from ..data.outputs import remove_live_temporaries
 
     remove_live_temporaries()
     os._exit(128 + signum)
@@ -132,9 +132,8 @@ HUGEPAGE_ENV = "NUMPY_MADVISE_HUGEPAGE"
 def _no_hugepage_advice() -> None:
     """Stop numpy from asking for transparent huge pages on its large arrays (``madvise``), unless
     ``NUMPY_MADVISE_HUGEPAGE`` says otherwise. calib's arrays are written once and read in order, so
-    huge pages save little, while their first touch can cost several times that of small pages: on
-    the virtual machines calib is developed on, 3-4 ms per MB against ~1 (80 MB: 0.24-0.34 s against
-    0.07 s), 2-4.5 s of a 21-25 s `calib temperature` on 10^6 × 100 (docs/performance.md)."""
+    huge pages save little, while their first touch can cost several times that of small pages
+    (measured in docs/performance.md)."""
     if HUGEPAGE_ENV in os.environ:
         return
     import numpy as np
@@ -209,7 +208,9 @@ class CalibGroup(click.Group):
 
     def invoke(self, ctx: click.Context):
         from . import render
-        from ..data.io import INPUTS_READ, inputs_read_text, remove_live_temporaries, resource_problem
+        from ..data.formats import resource_problem
+        from ..data.io import INPUTS_READ, inputs_read_text
+        from ..data.outputs import remove_live_temporaries
         from .hints import cli_text
 
         debug = bool(os.environ.get(DEBUG_ENV))
@@ -273,6 +274,7 @@ COMMANDS = {
     "plot": ("plot", "plot_command"),
     "compare": ("compare", "compare_command"),
     "ood": ("ood", "ood_command"),
+    "conformal": ("conformal", "conformal_command"),
     "table": ("table", "table_command"),
     "report": ("report", "report_command"),
     "gamma": ("gamma", "gamma_command"),
@@ -355,8 +357,7 @@ def main() -> None:
 
     The objects made so far (the imported modules, Click's command tree) are frozen out of the
     garbage collector (``gc.freeze``): a command-line process keeps them to its end anyway, and
-    every later collection, the interpreter's last one at exit included, then skips them (after
-    `calib eval`, a collection took 8 ms for 27,000 objects; frozen, 0.5 ms)."""
+    every later collection, the interpreter's last one at exit included, then skips them."""
     import gc
 
     gc.freeze()

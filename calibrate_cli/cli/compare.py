@@ -14,6 +14,8 @@ from .options import (
     check_device_use,
     check_resamples,
     csv_options,
+    labels_option,
+    pair_inputs,
     interval_warnings,
     load_inputs,
     output_options,
@@ -75,22 +77,26 @@ def comparison_report(fmt: str, comparison, *, title: str | None = None):
             fmt_value = lambda v: render.format_value(name, v)  # noqa: E731
             rows.append([render.PRETTY_NAMES[name], fmt_value(d.a), fmt_value(d.b), _signed(name, d.difference),
                          render.interval_text(name, ci), _verdict(d)])
-    notes = () if fmt == "csv" else render.interval_notes({n: d.interval for n, d in comparison.differences.items()})
+    intervals = {n: d.interval for n, d in comparison.differences.items()}
+    differences = {n: d.difference for n, d in comparison.differences.items()}
+    notes = () if fmt == "csv" else [*render.interval_notes(intervals),
+                                     *render.missing_interval_notes((differences, intervals))]
     return render.render_rows(fmt, CSV_COLUMNS if fmt == "csv" else COLUMNS, rows, title=title, notes=notes)
 
 
 @click.command("compare")
 @click.argument("a_scores", metavar="A_LOGITS")
-@click.argument("a_labels", metavar="A_LABELS")
-@click.argument("b_scores", metavar="B_LOGITS")
-@click.argument("b_labels", metavar="B_LABELS")
+@click.argument("a_labels", metavar="[A_LABELS]", required=False)
+@click.argument("b_scores", metavar="B_LOGITS", required=False)
+@click.argument("b_labels", metavar="[B_LABELS]", required=False)
 @probs_option("Both score files hold probabilities instead of logits.")
 @binning_options
 @csv_options
+@labels_option()
 @bootstrap_options(DEFAULT_N_RESAMPLES)
 @output_options
 def compare_command(
-    a_scores, a_labels, b_scores, b_labels, input_kind, n_bins, compat, n_resamples, ci_level, ci_method, seed, device, bootstrap_metrics, fmt, output, force
+    a_scores, a_labels, b_scores, b_labels, input_kind, n_bins, compat, label_col, n_resamples, ci_level, ci_method, seed, device, bootstrap_metrics, fmt, output, force
 ):
     """Compare two models on the same samples: B − A for every metric, with paired intervals.
 
@@ -106,6 +112,7 @@ def compare_command(
       calib compare a.npy y.npy b.npy y.npy --bootstrap 2000 --ci-level 0.95 --format json -o diff.json
       calib compare val_logits.npy y.npy val_logits_T.npy y.npy --ci-method percentile
       calib compare a.npy y.npy b.npy y.npy --bootstrap 10000 --device cuda
+      calib compare a.csv b.csv --labels label --probs     # labels: a column of each file
     """
     from ..bootstrap import compare
     from ..engine.devices import resolve_device
@@ -113,8 +120,16 @@ def compare_command(
     check_device_use(device, n_resamples)
     check_resamples(n_resamples, ci_level, device)
     Outputs(force).report("--output", output).check()  # before any work
-    a, ya, a_labels_name = load_inputs(a_scores, a_labels, None)
-    b, yb, b_labels_name = load_inputs(b_scores, b_labels, None)
+    pairs = pair_inputs((a_scores, a_labels, b_scores, b_labels), label_col, "A_LOGITS A_LABELS B_LOGITS B_LABELS")
+    if len(pairs) != 2:
+        given = sum(f is not None for f in (a_scores, a_labels, b_scores, b_labels))
+        raise click.UsageError(
+            f"compare takes two models: A_LOGITS A_LABELS B_LOGITS B_LABELS, or A_LOGITS B_LOGITS with --labels NAME "
+            f"(the labels a column of each file); got {given} file(s)"
+        )
+    (a_scores, a_labels), (b_scores, b_labels) = pairs
+    a, ya, a_labels_name = load_inputs(a_scores, a_labels, label_col)
+    b, yb, b_labels_name = load_inputs(b_scores, b_labels, label_col)
     n = len(ya)
     with render.progress_bar("paired bootstrap", enabled=2 * n_resamples * n > PROGRESS_MIN_WORK) as progress:
         comparison = compare(

@@ -13,7 +13,12 @@ from ..evaluate import evaluate
 from ..metrics.gates import check_gates
 from ..data.predictions import resolve_input_kind
 from . import render
+from .diagnostics import check_diagnostics, compute_diagnostics, diagnostics_options, rendered_with
+from .selective import (
+    check_selective, compute_selective, draw_risk_coverage, rendered_with_selective, selective_options,
+)
 from .hints import gate_option
+from .topk import topk_options
 from .options import (
     extra_metrics_option,
     binning_options,
@@ -147,6 +152,8 @@ def render_report(
 @bootstrap_options(whole_pass=True)
 @gate_on_option
 @extra_metrics_option
+@diagnostics_options
+@selective_options
 @click.option(
     "--engine", type=click.Choice(["local", "dask"]), default="local", show_default=True,
     help="Where shard summaries are computed: here, or as Dask tasks (one per shard, each reading its own "
@@ -162,6 +169,7 @@ def render_report(
     default=None, help="With --scheduler: how long to wait for it to accept the connection, and then for its "
     "first answer (default 10).",
 )
+@topk_options
 def eval_command(
     scores,
     labels,
@@ -188,6 +196,13 @@ def eval_command(
     engine,
     scheduler,
     scheduler_timeout,
+    decompose=False,
+    bin_intervals=None,
+    calibration_test=None,
+    fail_p_below=None,
+    selective=False,
+    risk_coverage_path=None,
+    conformal_path=None,
 ):
     """Report every calibration metric of a model's saved outputs.
 
@@ -221,6 +236,8 @@ def eval_command(
       calib eval preds.parquet --scores 'logit_*' --labels label   # also .arrow, .feather
       calib eval run.safetensors:logits run.safetensors:labels     # also run.h5:/eval/logits, run.zarr:logits
       calib eval logits.npy labels.npy --compat focal-calibration
+      calib eval preds.parquet --topk                 # an LLM's top-k log-probabilities (also .jsonl)
+      calib eval answers.jsonl --sequences --rule mean   # answers: token log-probs + correctness
       calib eval logits.npy labels.npy --fail-above ece=0.02 --fail-below accuracy=0.9
       calib eval test_logits.npy test_labels.npy --temperature 1.5
       calib eval test_logits.npy test_labels.npy --temperature t.json   # from `calib temperature -o t.json`
@@ -229,6 +246,11 @@ def eval_command(
       calib eval logits.npy labels.npy --format csv --bins -o bins.csv   # the per-bin table
       calib eval logits.npy labels.npy --bootstrap 1000 --ci-level 0.95
       calib eval logits.npy labels.npy --metrics ace          # also ACE (Nixon et al. 2019)
+      calib eval logits.npy labels.npy --decompose             # Brier/log score = MCB − DSC + UNC (CORP)
+      calib eval logits.npy labels.npy --bin-intervals 0.95    # Clopper–Pearson interval per bin
+      calib eval logits.npy labels.npy --calibration-test 1000 --fail-p-below 0.05   # exit 1 if miscalibrated
+      calib eval logits.npy labels.npy --selective --risk-coverage rc.png   # AURC, AUGRC, risk at a coverage
+      calib eval test.npy test_y.npy --conformal sets.json     # from `calib conformal ... --save sets.json`
       calib eval logits.npy labels.npy --device cuda    # the metrics pass on the GPU (torch, float64)
       calib eval logits.npy labels.npy --bootstrap 1000 --device auto   # GPU via torch when there is one
       calib eval logits.npy labels.npy --bootstrap 1000 --gate-on lower --fail-above ece=0.02
@@ -253,6 +275,10 @@ def eval_command(
             "--bootstrap resamples every sample on one machine: drop --engine dask to bootstrap the shards here"
         )
     sharded = shard_inputs(scores, labels, label_col, single=engine == "dask")
+    check_diagnostics(decompose, calibration_test, fail_p_below, bin_intervals, fmt=fmt, sharded=sharded is not None,
+                      bins_csv=bins_csv)
+    conformal_fit = check_selective(selective, risk_coverage_path, conformal_path, fmt=fmt, sharded=sharded is not None,
+                                    calibrator=calibrator, force=force)
     if sharded is not None and _optional_metrics(extra_metrics):
         raise click.UsageError(
             f"{', '.join(_optional_metrics(extra_metrics))} sorts every class's probabilities over all the samples, "
@@ -271,8 +297,17 @@ def eval_command(
             n_resamples=n_resamples, ci_level=ci_level, ci_method=ci_method, seed=seed, device=device,
             bootstrap_metrics=bootstrap_metrics, extra_metrics=extra_metrics,
         )
+    diagnostics = compute_diagnostics(
+        report, decompose=decompose, calibration_test=calibration_test, fail_p_below=fail_p_below,
+        bin_intervals=bin_intervals, scores=scores, labels=labels, label_col=label_col, calibrator=calibrator,
+        input_kind=input_kind, n_bins=n_bins, seed=seed)
+    extras = compute_selective(selective=selective, risk_coverage_path=risk_coverage_path, conformal_fit=conformal_fit,
+                               conformal_path=conformal_path, scores=scores, labels=labels, label_col=label_col,
+                               calibrator=calibrator, input_kind=input_kind)
+    if risk_coverage_path:
+        draw_risk_coverage(extras, risk_coverage_path, label=scores, force=force)
     _finish(report, scores, labels_name, gates, gate_on, plot_path, force, fmt, output, bins_csv, score_columns,
-            calibration_record(calibrator))
+            calibration_record(calibrator), diagnostics, extras)
 
 
 def _optional_metrics(extra) -> list[str]:
@@ -328,9 +363,9 @@ def _streamed(scores, label_col, *, input_kind, n_bins, compat, device, extra_me
     from ..data.io import NotStreamed, stream_scores
     from ..engine.stream import RowCountMismatch, summarize_blocks
 
-    from .options import _csv_settings
+    from .options import csv_settings
 
-    header, score_cols = _csv_settings()
+    header, score_cols = csv_settings()
     labels_name = f"{scores}[{label_col}]"
 
     columns = []
@@ -435,7 +470,7 @@ def _silence_dask_for_the_rest_of_the_process() -> None:
 
 
 def _finish(report, scores, labels_name, gates, gate_on, plot_path, force, fmt, output, bins_csv, score_columns=None,
-            calibration=None):
+            calibration=None, diagnostics=None, extras=None):
     """Gates, the figure, the report and the exit code (``calibration``: :func:`~.options.calibration_record`)."""
     intervals = report.intervals or None
     results = check_gates(report.metrics, gates, gated_on=gate_on, intervals=intervals)
@@ -450,14 +485,26 @@ def _finish(report, scores, labels_name, gates, gate_on, plot_path, force, fmt, 
         written = save_figure(figure, plot_path, force=force)
         render.stderr_console().print(f"Wrote {written}", soft_wrap=True, markup=False)
     payload = eval_payload(report, results, scores, labels_name, gate_on, score_columns, calibration)
+    if diagnostics is not None:  # --decompose, --bin-intervals, --calibration-test (cli/diagnostics.py)
+        payload.update(diagnostics.payload())
+    if extras is not None:  # --selective, --conformal (cli/selective.py)
+        payload.update(extras.payload())
 
     render.warn(report.warnings)
     render.warn(interval_warnings(intervals or {}))
-    render.write_report(render_report(report, payload, fmt, intervals=intervals, bins_csv=bins_csv), output, force)
+    rendered = render_report(report, payload, fmt, intervals=intervals, bins_csv=bins_csv)
+    if diagnostics is not None:
+        rendered = rendered_with(rendered, diagnostics, fmt, report=report, payload=payload, bins_csv=bins_csv)
+    if extras is not None:
+        rendered = rendered_with_selective(rendered, extras, fmt)
+    render.write_report(rendered, output, force)
 
     failed = [r for r in results if not r.passed]
-    if failed:
+    test_failure = diagnostics.failure() if diagnostics is not None else None
+    if failed or test_failure:
         err = render.stderr_console()
         for result in failed:
             err.print(f"[red]{render.plain(result.describe(gate_option))}[/red]", soft_wrap=True)
+        if test_failure:
+            err.print(f"[red]{render.plain(test_failure)}[/red]", soft_wrap=True)
         click.get_current_context().exit(1)

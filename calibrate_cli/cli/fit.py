@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import click
 
 from .._version import __version__
@@ -12,6 +14,7 @@ from ..evaluate import conventions, evaluate
 from ..metrics.registry import METRIC_NAMES, METRICS, PAPER_COLUMNS
 from . import render
 from .hints import cli_text
+from .topk import refuse_topk_option
 from .options import (
     PlainIntRange,
     parse_metric_list,
@@ -21,11 +24,15 @@ from .options import (
     bootstrap_options,
     check_device_use,
     check_resamples,
-    interval_warnings,
+    interval_warnings_by_cause,
+    labels_name,
+    labels_option,
     output_options,
     probs_option,
+    test_pair,
+    test_set_option,
 )
-from .temperature import _before_after, load_fit_and_test, prepost_report
+from .prepost import before_after, load_fit_and_test, prepost_report
 
 #: the methods `--method all` fits, in table order (every registered calibrator)
 METHODS = tuple(CALIBRATORS)
@@ -80,12 +87,12 @@ def _best(values: dict[str, float | None], metric: str) -> set[str]:
 
 
 @click.command("fit")
+@refuse_topk_option
 @click.argument("val_scores", metavar="VAL_SCORES")
-@click.argument("val_labels", metavar="VAL_LABELS")
+@click.argument("val_labels", metavar="[VAL_LABELS]", required=False)
 @click.option("--method", "method", type=click.Choice((*METHODS, "all")), default="temperature", show_default=True,
               help="The calibrator (docs/calibrators.md), or all: every method that applies, one table.")
-@click.option("--test", nargs=2, metavar="TEST_SCORES TEST_LABELS", default=None,
-              help="A held-out test set: report its metrics before/after too (the --method all table: test metrics).")
+@test_set_option("A held-out test set: report its metrics before/after too (the --method all table: test metrics).")
 @click.option("--metrics", "metrics_text", metavar="LIST", default=None,
               help=f"--method all: the columns, e.g. ece,nll,brier [default: the paper's and Brier: {','.join(PAPER_COLUMNS)}].")
 @click.option("--select", type=click.Choice(SELECTABLE), default=DEFAULT_SELECT, show_default=True,
@@ -96,19 +103,20 @@ def _best(values: dict[str, float | None], metric: str) -> set[str]:
               "label, drawn with --seed, the same for every method).")
 @binning_options
 @csv_options
+@labels_option()
 @probs_option("Scores are probabilities (fitted through log p).")
 @bootstrap_options()
 @output_options(output_help="Write the report to FILE ('-': stdout; f.json: reusable as `calib eval --calibrator f.json`).")
-def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_folds, n_bins, compat, input_kind,
-                n_resamples, ci_level, ci_method, seed, device, bootstrap_metrics, fmt, output, force):
+def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_folds, n_bins, compat, label_col,
+                input_kind, n_resamples, ci_level, ci_method, seed, device, bootstrap_metrics, fmt, output, force):
     """Fit a calibrator on a validation set and report the metrics before and after.
 
     VAL_SCORES / VAL_LABELS: the fitting (validation) set, files as in `calib eval`. --method picks
     the map (default temperature: the paper's grid of T by ECE, as `calib temperature`); the table is
     the same Pre / Post comparison. Methods: temperature, platt (binary), vector, histogram and
     histogram_mass (binning, --n-bins bins), isotonic, bbq (Bayesian binning into quantiles), beta
-    (binary), matrix and dirichlet (ODIR),
-    ensemble_ts; formulas and references in docs/calibrators.md.
+    (binary), matrix and dirichlet (ODIR), ensemble_ts, top_label (per predicted class: Gupta & Ramdas
+    2022); formulas and references in docs/calibrators.md.
 
     --method all fits every method that applies (the others are named on stderr with the reason) and
     prints one table: a row per method, the test metrics as columns (the fitting set's without
@@ -132,30 +140,37 @@ def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_fo
       calib fit val.npy val_y.npy --method all --test test.npy test_y.npy --select nll -o best.json
       calib fit val.npy val_y.npy --method all --test test.npy test_y.npy --folds 10 --seed 1
       calib plot test.npy test_y.npy --calibrator best.json -o before_after.png
+      calib fit val.parquet --labels label --test test.parquet --method all   # labels: a column of each file
     """
     check_device_use(device, n_resamples)
     check_resamples(n_resamples, ci_level, device)
     columns = _parse_metrics(metrics_text)
     Outputs(force).report("--output", output).check()
-    val_array, val_predictions, test_loaded = load_fit_and_test(val_scores, val_labels, test, input_kind)
+    test = test_pair(test, label_col)
+    val_array, val_predictions, test_loaded = load_fit_and_test(val_scores, val_labels, test, input_kind, label_col)
+    val_labels = labels_name(val_scores, val_labels, label_col)  # as the report names them
     bootstrap = dict(bootstrap=n_resamples, ci_level=ci_level, ci_method=ci_method, seed=seed, device=device,
                      bootstrap_metrics=bootstrap_metrics) if n_resamples else {}
     inputs = {"fit": {"scores": val_scores, "labels": val_labels, "n": val_predictions.n, "k": val_predictions.k}}
     if test_loaded:
-        inputs["test"] = {"scores": test[0], "labels": test[1], "n": test_loaded[1].n, "k": test_loaded[1].k}
+        inputs["test"] = {"scores": test[0], "labels": labels_name(*test, label_col), "n": test_loaded[1].n,
+                          "k": test_loaded[1].k}
 
     if method != "all":
         with render.progress_bar(f"{method} fit") as progress:
             cal = _fit_one(method, val_predictions, input_kind, n_bins, val_scores, val_labels, progress)
         warnings = [cli_text(w) for w in cal.fit_info_.warnings]
-        sets = {"fit": _before_after(cal, val_array, val_predictions, input_kind, n_bins, compat, val_scores,
-                                     keep_scores=False)[:2]}
+        sets = {"fit": before_after(cal, val_array, val_predictions, input_kind, n_bins, compat, val_scores,
+                                     keep_scores=False, **bootstrap)[:2]}
         if test_loaded:
-            sets["test"] = _before_after(cal, *test_loaded, input_kind, n_bins, compat, test[0], keep_scores=False,
+            sets["test"] = before_after(cal, *test_loaded, input_kind, n_bins, compat, test[0], keep_scores=False,
                                          **bootstrap)[:2]
         for pair in sets.values():
             for report in pair:
                 warnings += [w for w in report.warnings if w not in warnings]
+        if n_resamples:  # one line per cause, naming the metrics and the columns of the table
+            warnings += interval_warnings_by_cause({f"{name} {when}": report.intervals or {} for name, pair in sets.items()
+                                                    for when, report in zip(("before", "after"), pair)})
         info = cal.fit_info_
         payload = {
             "calib_version": __version__, "command": "fit", "inputs": {**inputs, "input_kind": input_kind or "logits"},
@@ -180,6 +195,8 @@ def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_fo
     target = test_loaded if test_loaded else (val_array, val_predictions)
     target_name = test[0] if test_loaded else val_scores
     folds = stratified_folds(val_predictions.labels, n_folds, seed)
+    if bootstrap and bootstrap_metrics is None:  # intervals for the columns shown, and for them only
+        bootstrap["bootstrap_metrics"] = list(columns)
     results, cv_values, skipped, failed, warnings = {}, {}, {}, {}, []
     before = None
     steps = len(METHODS) * (n_folds + 1)
@@ -203,7 +220,7 @@ def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_fo
                 failed[name] = cv.failure
                 continue
             try:
-                before, after, _ = _before_after(cal, *target, kind, n_bins, compat, target_name, metrics=columns,
+                before, after, _ = before_after(cal, *target, kind, n_bins, compat, target_name, metrics=columns,
                                                  keep_scores=False, **bootstrap)
             except CalibError as exc:  # its calibrated scores of the reported set are not valid scores
                 failed[name] = f"on {target_name}: {exc.message}"
@@ -212,7 +229,7 @@ def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_fo
             cv_values[name] = cv.value
             warnings += [f"{name}: {cli_text(w)}" for w in cal.fit_info_.warnings]
     if before is None:  # nothing fitted: the uncalibrated row alone
-        before = _before_after(CALIBRATORS["temperature"].identity(), *target, kind, n_bins, compat, target_name, metrics=columns,
+        before = before_after(CALIBRATORS["temperature"].identity(), *target, kind, n_bins, compat, target_name, metrics=columns,
                                keep_scores=False, **bootstrap)[0]
     baseline = before  # the uncalibrated model on the same set (identical for every method)
     # the uncalibrated model's value on the whole fitting set: nothing was fitted, so it is out-of-sample too
@@ -231,9 +248,21 @@ def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_fo
         warnings.append(f"no method improves the uncalibrated {select} under cross-validation "
                         f"({render.format_value(select, uncalibrated_cv)} uncalibrated, "
                         f"{render.format_value(select, cv_values[selected])} for {selected})")
+    infinite = {}  # the rows whose NLL is inf (said once, and only when NLL is a column)
     for name, report in rows_reports.items():
-        warnings += [f"{name}: {w}" for w in report.warnings if f"{name}: {w}" not in warnings]
-        warnings += interval_warnings(report.intervals or {}, prefix=f"{name}: ") if n_resamples else []
+        for w in report.warnings:
+            count = re.match(r".*: (\d+) sample\(s\) give probability 0 to the true class", w)
+            if count:
+                infinite[name] = count.group(1)
+            elif f"{name}: {w}" not in warnings:
+                warnings.append(f"{name}: {w}")
+    if infinite and "nll" in columns:
+        warnings.append(f"NLL is inf (not clipped) on {target_name}: samples given probability 0 for their true "
+                        "class by " + ", ".join(f"{name} ({n})" for name, n in infinite.items()))
+    if n_resamples:  # one line per cause, naming the metrics and rows (the table's columns only)
+        warnings += interval_warnings_by_cause(
+            {name: {m: ci for m, ci in (r.intervals or {}).items() if m in columns} for name, r in rows_reports.items()}
+        )
 
     selection = {"rule": "cross-validation", "metric": select, "folds": n_folds, "seed": seed, "stratified": True,
                  "on": "fit", "values": {"uncalibrated": uncalibrated_cv, **cv_values}}
@@ -284,7 +313,11 @@ def _report_dict(report) -> dict:
 
 
 def _pair_dict(before, after) -> dict:
-    return {"before": dict(before.metrics), "after": dict(after.metrics)}
+    out = {"before": dict(before.metrics), "after": dict(after.metrics)}
+    if before.intervals or after.intervals:  # with --bootstrap
+        out["intervals"] = {when: {m: ci.to_dict() for m, ci in (r.intervals or {}).items() if ci is not None}
+                            for when, r in (("before", before), ("after", after))}
+    return out
 
 
 def _all_table(fmt, reports: dict, results: dict, *, columns, best: dict, title: str, rule: str, selected, select,
@@ -332,4 +365,6 @@ def _all_table(fmt, reports: dict, results: dict, *, columns, best: dict, title:
         marker = " (selected)" if name == selected and fmt != "table" else ""  # the table's title names it
         rows.append([labels[name] + marker, *cells, *([render.format_value(select, cv.get(name))] if with_cv else [])])
     shown = [{m: (r.intervals or {}).get(m) for m in columns} for r in reports.values()]
-    return render.render_rows(fmt, head, rows, title=f"{title}; {rule}", notes=render.interval_notes(*shown))
+    missing = render.missing_interval_notes(*(({m: r.metrics.get(m) for m in columns}, cis)
+                                              for r, cis in zip(reports.values(), shown)))
+    return render.render_rows(fmt, head, rows, title=f"{title}; {rule}", notes=[*render.interval_notes(*shown), *missing])

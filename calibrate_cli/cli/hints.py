@@ -23,6 +23,11 @@ CLI_REMEDIES = {
     "probs-or-logits": "give --probs, or --logits to take them as logits all the same",
     "probs": "give --probs",
     "resume-or-force": "add --resume to continue it, or --force to start again",
+    "topk-columns": "rename with --topk-ids, --topk-logprobs, --labels",
+    "sequence-columns": "rename with --token-logprobs, --correct",
+    "sequence-id": "name it with --sequence-id",
+    "conformal-fit": "write one with calib conformal --save FILE.json",
+    "classwise-metrics": "ask for it with --metrics classwise_ece",
 }
 
 

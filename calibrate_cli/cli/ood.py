@@ -14,6 +14,7 @@ from .options import (
     calibrator_option,
     check_resamples,
     csv_options,
+    labels_option,
     interval_warnings,
     load_scores_only,
     output_options,
@@ -40,7 +41,7 @@ def ood_payload(result, before, calibrator, inputs: dict, input_kind: str, warni
         **result.to_dict(),
         "temperature": None if calibrator is None else calibrator.temperature,
         "calibration": None if calibrator is None else calibrator.to_dict(),
-        "before": None if before is None else {f"auroc_{n}": v for n, v in before.auroc.items()},
+        "before": None if before is None else before.detection_dict(),
         "warnings": warnings,
     }
 
@@ -49,7 +50,8 @@ def render_ood(fmt: str, result, before, post_label: str | None, title: str):
     """The report in ``fmt`` (table, markdown, csv): one row per score."""
     intervals = result.intervals or {}
     if fmt == "csv":
-        columns = ["score", "auroc", *(["low", "high"] if intervals else []), "mean_in", "mean_out"]
+        columns = ["score", "auroc", *(["low", "high"] if intervals else []), "fpr95", "aupr_in", "aupr_out",
+                   "mean_in", "mean_out"]
         columns += ["auroc_before"] if before is not None else []
         rows = []
         for name in OOD_SCORES:
@@ -58,6 +60,8 @@ def render_ood(fmt: str, result, before, post_label: str | None, title: str):
             if intervals:
                 ci = intervals.get(name)
                 row += [render.csv_number(ci.low), render.csv_number(ci.high)] if ci else ["", ""]
+            row += [render.csv_number(result.fpr95[name]), render.csv_number(result.aupr_in[name]),
+                    render.csv_number(result.aupr_out[name])]
             row += [render.csv_number(means[0]), render.csv_number(means[1])]
             if before is not None:
                 row.append(render.csv_number(before.auroc[name]))
@@ -69,6 +73,7 @@ def render_ood(fmt: str, result, before, post_label: str | None, title: str):
     columns.append(render.Column(f"AUROC\n{post_label}" if before is not None else "AUROC"))
     if intervals:
         columns.append(render.Column("interval"))
+    columns += [render.Column("FPR95"), render.Column("AUPR\nin"), render.Column("AUPR\nout")]
     columns += [render.Column("mean in"), render.Column("mean out"),
                 render.Column("definition", justify="left", style="dim", optional=True)]
     rows = []
@@ -82,6 +87,7 @@ def render_ood(fmt: str, result, before, post_label: str | None, title: str):
         if intervals:
             ci = intervals.get(name)
             row.append(f"[{_percent(ci.clipped_low)}, {_percent(ci.clipped_high)}]{ci.marks}" if ci else "")
+        row += [_percent(result.fpr95[name]), _percent(result.aupr_in[name]), _percent(result.aupr_out[name])]
         row += [f"{means[0]:.4f}", f"{means[1]:.4f}", definition]
         rows.append(row)
     return render.render_rows(fmt, columns, rows, title=title, notes=render.interval_notes(intervals))
@@ -97,10 +103,15 @@ def render_ood(fmt: str, result, before, post_label: str | None, title: str):
 )
 @probs_option()
 @csv_options
+@labels_option(
+    "CSV, Parquet, Arrow or Feather input: the labels are this column of each scores file (name or 0-based "
+    "index); calib ood uses no labels, so this column is left out of the scores. E.g. calib ood test.csv "
+    "ood.csv --labels label."
+)
 @output_options
 @bootstrap_options(metrics_engine=False)
-def ood_command(in_scores, out_scores, calibrator, input_kind, fmt, output, force, n_resamples, ci_level, ci_method,
-                seed):
+def ood_command(in_scores, out_scores, calibrator, input_kind, label_col, fmt, output, force, n_resamples, ci_level,
+                ci_method, seed):
     """AUROC of telling out-of-distribution samples from in-distribution ones (the paper's Table 3).
 
     IN_SCORES: a model's outputs on its own test set; OUT_SCORES: the same model's outputs on
@@ -111,10 +122,14 @@ def ood_command(in_scores, out_scores, calibrator, input_kind, fmt, output, forc
     of distribution), and its confidence, max_k p_k (lower: out of distribution). The AUROC is
     the probability that a random out-of-distribution sample is more uncertain than a random
     in-distribution one, ties counted half: the Mann–Whitney U / (n_in · n_out). 0.5 is chance,
-    1 perfect separation. JSON keys: auroc_entropy, auroc_confidence.
+    1 perfect separation. Beside it: FPR95, the share of out-of-distribution samples accepted at
+    the threshold accepting 95 % of the in-distribution ones (the threshold's tie group accepted
+    whole), and the average precisions AUPR-in (in-distribution samples as positives, scored by
+    confidence or −entropy) and AUPR-out (out-of-distribution samples as positives). JSON keys:
+    auroc_entropy, auroc_confidence, fpr95_*, aupr_in_*, aupr_out_* (docs/ood.md).
 
     --temperature scores the samples at T (the paper's "Post T"). --bootstrap B resamples each
-    set on its own (stratified) and puts an interval on both AUROCs.
+    set on its own (stratified) and puts an interval on both AUROCs (the AUROCs only).
 
     \b
     Examples:
@@ -123,10 +138,11 @@ def ood_command(in_scores, out_scores, calibrator, input_kind, fmt, output, forc
       calib ood test_logits.npy ood_logits.npy --temperature t.json --format json
       calib ood test_probs.npy ood_probs.npy --probs --format markdown
       calib ood test_logits.npy ood_logits.npy --bootstrap 1000 --seed 1 --ci-level 0.95
+      calib ood test.parquet ood.parquet --labels label      # a labels column: not scores
     """
     check_resamples(n_resamples, ci_level, "cpu")
     Outputs(force).report("--output", output).check()  # before any work
-    in_array, out_array = load_scores_only(in_scores), load_scores_only(out_scores)
+    in_array, out_array = load_scores_only(in_scores, label_col), load_scores_only(out_scores, label_col)
     input_kind = resolve_input_kind(out_array, resolve_input_kind(in_array, input_kind, in_scores), out_scores)
     kind = input_kind
     before = None

@@ -254,21 +254,84 @@ def csv_options(func):
     return func
 
 
+LABELS_HELP = (
+    "CSV, Parquet, Arrow or Feather input: the labels are this column of each scores file (name or 0-based "
+    "index); omit the LABELS arguments. E.g. calib eval preds.parquet --scores 'logit_*' --labels label."
+)
+
+
+def labels_option(help: str = LABELS_HELP):
+    """``--labels NAME`` (alias ``--label-col``): the labels are a column of each scores file, whose LABELS
+    arguments are left out (the command receives ``label_col``; :func:`pair_inputs`, :func:`read_inputs`)."""
+    return click.option("--labels", "--label-col", "label_col", metavar="NAME", help=help)
+
+
 def scores_and_labels(func):
     """SCORES [LABELS] arguments, --probs, --label-col and the CSV options."""
     func = csv_options(func)
-    func = click.option(
-        "--labels",
-        "--label-col",
-        "label_col",
-        metavar="NAME",
-        help="CSV, Parquet, Arrow or Feather input: the labels are this column of SCORES (name or 0-based "
-        "index); omit LABELS. E.g. calib eval preds.parquet --scores 'logit_*' --labels label.",
-    )(func)
+    func = labels_option()(func)
     func = probs_option()(func)
     func = click.argument("labels", required=False, metavar="[LABELS]")(func)
     func = click.argument("scores", metavar="SCORES")(func)
     return func
+
+
+def pair_inputs(files, label_col: str | None, what: str) -> list[tuple[str, str | None]]:
+    """The (scores, labels) pairs of a command's input files (None left out): SCORES LABELS SCORES LABELS …,
+    or with ``--labels NAME`` (``label_col``) SCORES SCORES … (labels None: the column of each scores file,
+    read by :func:`read_inputs`). ``what`` names the files expected, for the error."""
+    files = [f for f in files if f is not None]
+    if label_col is not None:
+        return [(f, None) for f in files]
+    if len(files) % 2:
+        raise click.UsageError(
+            f"{len(files)} file(s) do not pair up as {what}: each scores file needs its labels file, or "
+            "--labels NAME when the labels are a column of each scores file (CSV, Parquet, Arrow, Feather)"
+        )
+    return list(zip(files[::2], files[1::2]))
+
+
+class ScoresThenLabels(click.Option):
+    """An option that takes one file or two (``--test SCORES [LABELS]``): the next word is taken as
+    LABELS unless it is an option (starts with ``-``). One file: its labels are the ``--labels`` column."""
+
+    def add_to_parser(self, parser, ctx) -> None:
+        super().add_to_parser(parser, ctx)
+        option = next(o for o in (parser._long_opt.get(n) or parser._short_opt.get(n) for n in self.opts) if o)
+        process = option.process
+
+        def take_labels_too(value, state):
+            if isinstance(value, str):
+                value = (value, state.rargs.pop(0)) if state.rargs and not state.rargs[0].startswith("-") else (value,)
+            process(value, state)
+
+        option.process = take_labels_too
+
+
+def test_set_option(help: str):
+    """``--test SCORES [LABELS]`` (the command receives ``test``: None, (scores,), or (scores, labels))."""
+    return click.option(
+        "--test", cls=ScoresThenLabels, type=click.UNPROCESSED, default=None, metavar="TEST_SCORES [TEST_LABELS]",
+        help=help + " With --labels: TEST_SCORES alone, its labels in that column.",
+    )
+
+
+def test_pair(test, label_col: str | None, option: str = "--test") -> tuple[str, str | None] | None:
+    """The (scores, labels) of ``--test`` (or another :class:`ScoresThenLabels` option) as :func:`read_inputs`
+    takes them (labels None: the ``--labels`` column)."""
+    if test is None:
+        return None
+    if label_col is None and len(test) == 1:
+        raise click.UsageError(
+            f"{option} {test[0]}: give SCORES LABELS, or --labels NAME when the labels are a column of each "
+            "scores file"
+        )
+    if label_col is not None and len(test) == 2:
+        raise click.UsageError(
+            f"{option} {' '.join(test)}: with --labels, {option} takes a scores file alone (its labels are its "
+            f"column {label_col}); a word after it that is no labels file goes before {option}"
+        )
+    return (test[0], test[1] if len(test) == 2 else None)
 
 
 def binning_options(func):
@@ -323,7 +386,7 @@ class Outputs:
     """Every file a command will write, checked together before any work starts.
 
     ``Outputs(force).report("--output", path).figure("--plot", path).array("--save-logits", path)``
-    then :meth:`check`: each path must be writable (:func:`~calibrate_cli.data.io.check_output_path`:
+    then :meth:`check`: each path must be writable (:func:`~calibrate_cli.data.outputs.check_output_path`:
     folder exists and is writable, name within NAME_MAX, no existing file without --force, never
     a directory/FIFO/device), a figure needs .png/.svg/.pdf and an array .npy, and no two options
     may name one file (same resolved path, or the same file through a link). ``-`` (stdout) is
@@ -349,7 +412,7 @@ class Outputs:
         return self._add("array", option, path)
 
     def check(self) -> "Outputs":
-        from ..data.io import check_array_path, check_output_path, is_sink
+        from ..data.outputs import check_array_path, check_output_path, is_sink
 
         seen: list[tuple[str, str, Path]] = []
         for kind, option, path in self._items:
@@ -458,8 +521,9 @@ def _engine_options(func, whole_pass: bool = False):
         metavar="all|LIST",
         default=None,
         callback=lambda ctx, param, value: _bootstrap_metrics(value),
-        help="The metrics that get intervals: 'all', or names (comma-separated). Default: all but "
-        "ks_ce and smooth_ece, whose every resample is a pass over the N samples.",
+        help="The metrics that get intervals: 'all', or names (comma-separated). Default: the metrics shown, "
+        "but KS-CE, SmoothECE and the sorted classwise errors (every resample a pass over the N samples) only "
+        "when asked for by name (--metrics); a note under the table names a metric shown without interval.",
     )(func)
     return device_option(DEVICE_HELP if whole_pass else BOOTSTRAP_DEVICE_HELP)(func)
 
@@ -494,7 +558,8 @@ def _interval_options(func, default_resamples: int):
         default=default_resamples,
         show_default=True,
         metavar="B",
-        help="Bootstrap B resamples for confidence intervals of every metric (0: off). At least "
+        help="Bootstrap B resamples for confidence intervals of the metrics shown (0: off; which: "
+        "--bootstrap-metrics, where the command has it). At least "
         "2/(1 − level) (20 at 90%); fewer than ~200 get a warning; 1000 recommended.",
     )(func)
     return func
@@ -553,6 +618,41 @@ def interval_warnings(intervals: dict, *, prefix: str = "") -> list[str]:
     return lines
 
 
+#: the causes of :attr:`~calibrate_cli.bootstrap.ConfidenceInterval.warnings` (by their first words), as
+#: :func:`interval_warnings_by_cause` says each once
+_CAUSES = {
+    "the interval excludes": "intervals that exclude their estimate (†), the bootstrap's sign of a biased metric, not a "
+    "bug (docs/bootstrap.md compares --ci-method basic, percentile and bca)",
+    "the interval reaches": "intervals that reach outside their metric's range, shown clipped to it (‡)",
+    "all resampled values lie": "intervals whose bias correction is at its limit (every resampled value on one side "
+    "of the estimate): their ends are the most extreme values",
+}
+
+
+def interval_warnings_by_cause(sets: dict[str, dict]) -> list[str]:
+    """The warnings of the intervals of several rows (``{row: {metric: ConfidenceInterval or None}}``, e.g.
+    the methods of ``calib fit --method all``), one line per cause naming each metric with its rows:
+    ``intervals that exclude their estimate (†) …: ECE (vector), Classwise-ECE (temperature, vector)``.
+    Too few resamples is said once; the numbers of each interval are in the JSON."""
+    from .render import PRETTY_NAMES
+
+    once: list[str] = []
+    by_cause: dict[str, dict[str, list[str]]] = {}
+    for row, intervals in sets.items():
+        for name, ci in intervals.items():
+            for warning in ci.warnings if ci is not None else ():
+                cause = next((c for c in _CAUSES if warning.startswith(c)), None)
+                if cause is None:  # too few resamples (the same for every metric), or another word
+                    line = f"bootstrap: {warning}" if warning.startswith("only ") else f"{row}: {name}: {warning}"
+                    once += [line] if line not in once else []
+                    continue
+                rows = by_cause.setdefault(cause, {}).setdefault(PRETTY_NAMES.get(name, name), [])
+                rows += [row] if row not in rows else []
+    lines = [f"{_CAUSES[c]}: " + ", ".join(f"{m} ({', '.join(rows)})" for m, rows in metrics.items())
+             for c, metrics in by_cause.items()]
+    return once + lines
+
+
 def check_device_use(device: str, n_resamples: int) -> None:
     """--device cuda / torch-cpu only moves the bootstrap: refuse it without one (auto is harmless)."""
     if device in ("cuda", "torch-cpu") and not n_resamples:
@@ -603,7 +703,7 @@ def parse_gates(fail_above, fail_below) -> list[Gate]:
     return [Gate.parse(t, "above") for t in fail_above] + [Gate.parse(t, "below") for t in fail_below]
 
 
-def _csv_settings() -> tuple[bool | None, str | None]:
+def csv_settings() -> tuple[bool | None, str | None]:
     ctx = click.get_current_context(silent=True)
     meta = ctx.meta if ctx is not None else {}
     return meta.get(_HEADER_KEY), meta.get(_SCORE_COLS_KEY)
@@ -645,7 +745,7 @@ def shard_inputs(scores: str, labels: str | None, label_col: str | None, *, sing
                 "must give as many shards: they pair by the numbers in their names"
             )
         pairs = pair_shards(score_files or [scores], label_files or [labels], scores, labels)
-    header, score_cols = _csv_settings()
+    header, score_cols = csv_settings()
     return pairs, functools.partial(load_pair, label_col=label_col, score_cols=score_cols, header=header)
 
 
@@ -665,11 +765,12 @@ def load_pair(pair: tuple, **options) -> tuple:
         raise _with_hint(exc, options.get("score_cols")) from None
 
 
-def load_scores_only(scores: str):
-    """Read SCORES alone (no labels: `calib ood`), with the command's CSV options."""
-    header, score_cols = _csv_settings()
+def load_scores_only(scores: str, label_col: str | None = None):
+    """Read SCORES alone (no labels: `calib ood`), with the command's CSV options; ``label_col`` (--labels)
+    names a labels column, which is not read as scores."""
+    header, score_cols = csv_settings()
     try:
-        return read_scores(scores, score_cols=score_cols, header=header).scores
+        return read_scores(scores, label_col=label_col, score_cols=score_cols, header=header).scores
     except InputError as exc:
         raise _with_hint(exc, score_cols) from None
 
@@ -691,7 +792,7 @@ def read_inputs(scores: str, labels: str | None, label_col: str | None):
         raise click.UsageError("give either LABELS or --label-col, not both")
     if labels is None and label_col is None:
         raise click.UsageError("missing LABELS (or --labels NAME for a CSV or table file with a labels column)")
-    header, score_cols = _csv_settings()
+    header, score_cols = csv_settings()
     try:
         try:
             found = read_scores(scores, label_col=label_col, score_cols=score_cols, header=header)
@@ -711,4 +812,9 @@ def read_inputs(scores: str, labels: str | None, label_col: str | None):
             label_array = load_labels(labels, header=header, classes=found.class_names, expected_rows=n)
     except InputError as exc:
         raise _with_hint(exc, score_cols) from None
-    return found, label_array, (labels if labels is not None else f"{scores}[{label_col}]")
+    return found, label_array, labels_name(scores, labels, label_col)
+
+
+def labels_name(scores: str, labels: str | None, label_col: str | None) -> str:
+    """How reports name the labels: the LABELS file, or ``SCORES[COLUMN]`` for the --labels column."""
+    return labels if labels is not None else f"{scores}[{label_col}]"

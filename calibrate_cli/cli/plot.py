@@ -13,17 +13,21 @@ from ..data.predictions import resolve_input_kind
 from ..plots.diagram import DEFAULT_DPI, STRATEGIES, MAX_CLASSWISE_CLASSES, escape_mathtext
 from . import render
 from .options import (
+    PlainFloatRange,
     PlainIntRange,
     Outputs,
+    ScoresThenLabels,
     calibrator_option,
     check_device,
     device_option,
     force_option,
+    labels_name as name_labels,
     load_inputs,
     n_bins_option,
     name_option,
     output_option,
     scores_and_labels,
+    test_pair,
     title_option,
 )
 
@@ -76,8 +80,9 @@ def parse_classes(ctx, param, value: str | None) -> list[int] | None:
     load=False,
 )
 @click.option(
-    "--compare", nargs=2, multiple=True, metavar="SCORES2 LABELS2",
-    help="Another model to draw side by side (repeatable; same --probs as SCORES).",
+    "--compare", cls=ScoresThenLabels, type=click.UNPROCESSED, multiple=True, metavar="SCORES2 [LABELS2]",
+    help="Another model to draw side by side (repeatable; same --probs as SCORES). With --labels: SCORES2 alone, "
+    "its labels in that column.",
 )
 @name_option
 @title_option
@@ -95,6 +100,21 @@ def parse_classes(ctx, param, value: str | None) -> list[int] | None:
     help=f"With --classwise: the classes to draw, e.g. 0,3,7 or 0-9 (needed when K > {MAX_CLASSWISE_CLASSES}).",
 )
 @click.option(
+    "--bin-intervals", "bin_intervals", metavar="LEVEL", default=None,
+    type=PlainFloatRange(min=0, max=1, min_open=True, max_open=True),
+    help="Draw each bin's Clopper–Pearson interval of the accuracy at LEVEL (e.g. 0.95). One model, equal-width bins.",
+)
+@click.option(
+    "--consistency-bands", "consistency_bands", metavar="B", default=None, type=PlainIntRange(1, 100_000),
+    help="Draw 90% consistency bands: where a calibrated model's accuracy per bin falls (Bröcker & Smith 2007, "
+    "B resamples, seed 0). One model, equal-width bins.",
+)
+@click.option(
+    "--corp", is_flag=True,
+    help="Draw the CORP reliability curve: the PAV recalibration of the confidences, no bins (Dimitriadis et al. "
+    "2021). One model, equal-width bins.",
+)
+@click.option(
     "--dpi", type=PlainIntRange(10, 2400), default=DEFAULT_DPI, show_default=True, help="Resolution of a PNG."
 )
 @device_option(
@@ -104,7 +124,7 @@ def parse_classes(ctx, param, value: str | None) -> list[int] | None:
 @force_option
 def plot_command(
     scores, labels, input_kind, label_col, output, n_bins, strategy, temperature_value, compare, names, title,
-    classwise, overlay, classes, dpi, force, device,
+    classwise, overlay, classes, dpi, force, device, bin_intervals=None, consistency_bands=None, corp=False,
 ):
     """Draw a reliability diagram of a model's saved outputs.
 
@@ -130,6 +150,7 @@ def plot_command(
       calib plot logits.npy labels.npy --classwise -o classes.png
       calib plot logits.npy labels.npy --classwise --classes 0-4,7 -o classes.png   # K > 20: pick classes
       calib plot logits.npy labels.npy -o reliability.png --device cuda   # the pass on the GPU
+      calib plot logits.npy labels.npy -o sure.png --bin-intervals 0.95 --consistency-bands 1000 --corp
     """
     from ..plots.diagram import (
         ReliabilityDiagram,
@@ -151,14 +172,19 @@ def plot_command(
         raise click.UsageError("--classes picks the panels of --classwise; add --classwise")
     if classwise and strategy != "uniform":
         raise click.UsageError("--classwise uses equal-width bins (as classwise-ECE); drop --strategy")
+    uncertainty = bin_intervals is not None or consistency_bands is not None or corp
+    if uncertainty and (compare or temperature_value is not None or classwise or strategy != "uniform"):
+        raise click.UsageError("--bin-intervals, --consistency-bands and --corp draw on one model's equal-width "
+                               "diagram: drop --compare, --temperature, --classwise and --strategy")
     # every limit is checked before any work starts
     check_device(device)
     Outputs(force).figure("--output", output).check()
     calibrator = load_calibrator(temperature_value) if temperature_value is not None else None
+    compare = [test_pair(pair, label_col, "--compare") for pair in compare]
     sources = [scores] + [pair[0] for pair in compare]
     model_names(sources, names)  # checks the --name count early
     score_array, label_array, labels_name = load_inputs(scores, labels, label_col)
-    others = [(*load_inputs(s, l, None)[:2], s, l) for s, l in compare]
+    others = [(*load_inputs(s, l, label_col)[:2], s, name_labels(s, l, label_col)) for s, l in compare]
     for other in others:  # every model's scores: never probabilities taken as logits
         resolve_input_kind(other[0], input_kind, other[2])
     input_kind = resolve_input_kind(score_array, input_kind, scores)
@@ -193,6 +219,14 @@ def plot_command(
         after = calibrator.apply(score_array, input_kind, scores_name=scores, validate=False)
         diagrams = [before, diagram(after, f"After: {calibrator.label}", calibrator.result_kind(input_kind))]
         fig = (overlay_figure if overlay else comparison_figure)(diagrams, title=title or names_[0])
+    elif uncertainty:  # one model with its uncertainty (calibrate_cli/plots/uncertainty.py)
+        from ..plots.uncertainty import uncertainty_figure
+
+        fig = uncertainty_figure(
+            score_array, label_array, input_kind=input_kind, n_bins=n_bins, label=names_[0], title=title,
+            interval_level=bin_intervals, band_resamples=consistency_bands, corp=corp, scores_name=scores,
+            labels_name=labels_name, device=device,
+        )[0]
     else:
         diagrams = [
             ReliabilityDiagram.from_predictions(

@@ -1,7 +1,7 @@
 """Rendering reports for people (Rich table, Markdown) and scripts (JSON, CSV). No maths here.
 
 Rich is imported on first use (a table, a console, a progress bar): JSON, CSV and Markdown output
-do without it (~50 ms less at start-up)."""
+do without it (a faster start: docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -179,6 +179,34 @@ def interval_notes(*interval_sets) -> list[str]:
     return notes(*interval_sets)
 
 
+def missing_interval_notes(*tables) -> list[str]:
+    """The notes naming the metrics a table shows with a finite value but no interval, one per cause
+    (nothing when no interval at all was computed: no bootstrap). ``tables``: (``{metric: value}`` as
+    shown, ``{metric: interval or None}``) of each column or row of intervals. KS-CE, SmoothECE and the
+    sorted classwise errors (every resample a pass over the samples) are resampled only when named."""
+    from ..metrics.registry import BOOTSTRAP_DEFAULT
+
+    if not any(ci for _, intervals in tables for ci in intervals.values()):
+        return []
+    missing: list[str] = []
+    for values, intervals in tables:
+        for name, value in values.items():
+            finite = isinstance(value, (int, float)) and math.isfinite(value)
+            if finite and not intervals.get(name) and name not in missing:
+                missing.append(name)
+    named = [m for m in missing if m not in BOOTSTRAP_DEFAULT]
+    other = [m for m in missing if m in BOOTSTRAP_DEFAULT]
+    pretty = lambda names: ", ".join(PRETTY_NAMES.get(m, m) for m in names)  # noqa: E731
+    notes = []
+    if named:
+        notes.append(f"no interval for {pretty(named)}: every resample of {'it' if len(named) == 1 else 'them'} is a "
+                     f"pass over the samples, so {'it is' if len(named) == 1 else 'they are'} resampled only when "
+                     f"named: --bootstrap-metrics all, or the list of metrics to resample with {','.join(named)}")
+    if other:
+        notes.append(f"no interval for {pretty(other)}: not among the --bootstrap-metrics")
+    return notes
+
+
 def _metrics_rows(metrics: dict, intervals: dict | None, names) -> list[list]:
     rows = []
     for name in names:
@@ -202,8 +230,10 @@ def metrics_table(metrics: dict, *, title: str | None = None, intervals: dict | 
     """The metrics: name, value, [interval], definition (the definition gives way on narrow consoles).
 
     ``title`` is plain text (file names may hold Rich markup such as ``[bold]``: shown literally)."""
-    rows = _metrics_rows(metrics, intervals, shown_metrics(metrics))
-    return render_rows("table", _metrics_columns(intervals), rows, title=title, notes=interval_notes(intervals or {}))
+    names = shown_metrics(metrics)
+    rows = _metrics_rows(metrics, intervals, names)
+    notes = interval_notes(intervals or {}) + missing_interval_notes(({m: metrics[m] for m in names}, intervals or {}))
+    return render_rows("table", _metrics_columns(intervals), rows, title=title, notes=notes)
 
 
 def _bins_rows(rows: list[dict], first_closed: bool) -> list[list]:
@@ -352,9 +382,10 @@ def bins_csv(rows: list[dict], *, constant: dict | None = None) -> str:
 
 
 def metrics_markdown(metrics: dict, *, heading: str | None = None, intervals: dict | None = None) -> str:
-    rows = _metrics_rows(metrics, intervals, shown_metrics(metrics))
-    return render_rows("markdown", _metrics_columns(intervals), rows, title=heading,
-                       notes=interval_notes(intervals or {}))
+    names = shown_metrics(metrics)
+    rows = _metrics_rows(metrics, intervals, names)
+    notes = interval_notes(intervals or {}) + missing_interval_notes(({m: metrics[m] for m in names}, intervals or {}))
+    return render_rows("markdown", _metrics_columns(intervals), rows, title=heading, notes=notes)
 
 
 def bins_markdown(rows: list[dict], *, heading: str | None = None, first_closed: bool = True) -> str:
@@ -366,7 +397,7 @@ def emit(text: str, output: str | None, force: bool) -> None:
     """Write ``text`` to ``output`` (atomically, refusing to overwrite without force) or to stdout
     (``None`` or ``-``)."""
     if output and output != "-":
-        from ..data.io import write_text
+        from ..data.outputs import write_text
 
         write_text(output, text, force=force)
     else:

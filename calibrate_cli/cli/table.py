@@ -22,11 +22,14 @@ from .options import (
     Outputs,
     binning_options,
     csv_options,
+    labels_name,
+    labels_option,
     name_option,
     output_options,
     probs_option,
 )
-from .temperature import TEMPERATURE_SEARCHES, grid_option, load_fit_and_test, objective_option
+from .prepost import load_fit_and_test
+from .temperature import TEMPERATURE_SEARCHES, grid_option, objective_option
 
 #: the four files of a run folder of `calib train`, in the order of a group on the command line
 RUN_FILES = ("val_logits.npy", "val_labels.npy", "test_logits.npy", "test_labels.npy")
@@ -38,10 +41,12 @@ ERROR, ECE = TABLE_METRICS[0], TABLE_METRICS[1]
 #: the temperature searches of `calib temperature` (the calibrator registry's)
 
 
-def group_inputs(items: tuple[str, ...]) -> list[tuple[str, tuple[str, str, str, str]]]:
+def group_inputs(items: tuple[str, ...], label_col: str | None = None) -> list[tuple[str, tuple]]:
     """The models on the command line: each a (default name, (val scores, val labels, test scores,
-    test labels)), from a group of four files or a run folder of `calib train` (its ``RUN_FILES``).
+    test labels)), from a group of four files (with ``--labels`` ``label_col``: two, VAL_SCORES TEST_SCORES,
+    the labels None) or a run folder of `calib train` (its ``RUN_FILES``).
     A problem is one line (:class:`~calibrate_cli.errors.InputError`)."""
+    per_model = 4 if label_col is None else 2
     if not items:
         raise InputError(
             "no models: give VAL_SCORES VAL_LABELS TEST_SCORES TEST_LABELS for each model, "
@@ -52,7 +57,7 @@ def group_inputs(items: tuple[str, ...]) -> list[tuple[str, tuple[str, str, str,
         path, _ = split_source(item)
         if path.is_dir():
             if pending:
-                raise InputError(_incomplete(pending, before=item))
+                raise InputError(_incomplete(pending, before=item, per_model=per_model))
             missing = [f for f in RUN_FILES if not (path / f).is_file()]
             if missing:
                 raise InputError(
@@ -62,23 +67,25 @@ def group_inputs(items: tuple[str, ...]) -> list[tuple[str, tuple[str, str, str,
             models.append((item, tuple(str(path / f) for f in RUN_FILES)))
         else:
             pending.append(item)
-            if len(pending) == 4:
-                models.append((None, tuple(pending)))
+            if len(pending) == per_model:
+                models.append((None, tuple(pending) if per_model == 4 else (pending[0], None, pending[1], None)))
                 pending = []
     if pending:
-        raise InputError(_incomplete(pending))
+        raise InputError(_incomplete(pending, per_model=per_model))
     return _named(models)
 
 
-def _incomplete(pending: list[str], before: str | None = None) -> str:
+def _incomplete(pending: list[str], before: str | None = None, per_model: int = 4) -> str:
     for item in pending:  # a mistyped run folder or file: say that first, not "do not make a model"
         path, _ = split_source(item)
         if not os.path.lexists(path) and not glob.has_magic(item):
             return f"{item}: no such file or run folder"
     where = f" before the run folder {before}" if before else " at the end"
+    group = ("four files VAL_SCORES VAL_LABELS TEST_SCORES TEST_LABELS" if per_model == 4
+             else "two files VAL_SCORES TEST_SCORES (with --labels)")
     return (
-        f"{len(pending)} file(s){where} ({' '.join(pending)}) do not make a model: each model is four files "
-        "VAL_SCORES VAL_LABELS TEST_SCORES TEST_LABELS, or a run folder of calib train"
+        f"{len(pending)} file(s){where} ({' '.join(pending)}) do not make a model: each model is {group}, "
+        "or a run folder of calib train"
     )
 
 
@@ -229,13 +236,16 @@ def table_payload(rows, models, input_kind: str, n_bins: int, compat, warnings: 
 @binning_options
 @probs_option()
 @csv_options
+@labels_option()
 @output_options(formats=(*FORMATS, "latex"), suffixes={**SUFFIX_FORMATS, ".tex": "latex"})
-def table_command(inputs, names, search, objective, grid_text, n_bins, compat, input_kind, fmt, output, force):
+def table_command(inputs, names, search, objective, grid_text, n_bins, compat, input_kind, label_col, fmt, output,
+                  force):
     """The paper's Table 1: several models, each before and after temperature scaling.
 
     One model per group of four files VAL_SCORES VAL_LABELS TEST_SCORES TEST_LABELS (any file
     type of `calib eval`), or a run folder of `calib train` (val_logits.npy, val_labels.npy,
-    test_logits.npy, test_labels.npy) in place of a group. For each model, T is fitted on its
+    test_logits.npy, test_labels.npy) in place of a group; with --labels NAME a group is two files,
+    VAL_SCORES TEST_SCORES, whose labels are their column NAME. For each model, T is fitted on its
     validation set exactly as `calib temperature` does, and its test set is measured at T = 1
     (Pre T) and at T (Post T): error, ECE, AdaECE, Classwise-ECE (in %) and NLL.
 
@@ -251,21 +261,25 @@ def table_command(inputs, names, search, objective, grid_text, n_bins, compat, i
       calib table runs/* --format markdown
       calib table runs/* -o table1.tex                  # LaTeX (booktabs), from the suffix
       calib table runs/* --search nll --format csv      # exact NLL-optimal T, exact numbers
+      calib table a/val.csv a/test.csv b/val.csv b/test.csv --labels label --probs  # labels: a column of each file
     """
     grid = parse_grid(grid_text)
     Outputs(force).report("--output", output).check()  # before any work
-    models = group_inputs(inputs)
+    models = group_inputs(inputs, label_col)
     if names:
         if len(names) != len(models):
             raise InputError(
                 f"got {len(names)} --name value(s) for {len(models)} model(s): give one per model, in order"
             )
         models = [(name, files) for name, (_, files) in zip(names, models)]
+    # the labels of a group of files with --labels: its scores files' column (a run folder has label files)
+    models = [(name, tuple(labels_name(files[i - 1], f, label_col) if i % 2 else f for i, f in enumerate(files)),
+               files) for name, files in models]
     rows, warnings = [], []
     with render.progress_bar(f"{len(models)} models", enabled=len(models) > 1) as progress:
-        for i, (name, files) in enumerate(models):
+        for i, (name, files, given) in enumerate(models):
             val_array, val_predictions, (test_array, test_predictions) = load_fit_and_test(
-                files[0], files[1], (files[2], files[3]), input_kind
+                given[0], given[1], (given[2], given[3]), input_kind, label_col if given[1] is None else None
             )
             row = model_row(
                 name, val_predictions, None, test_predictions, None, input_kind=input_kind, search=search,
@@ -285,7 +299,8 @@ def table_command(inputs, names, search, objective, grid_text, n_bins, compat, i
     )
     render.warn(warnings)
     if fmt == "json":
-        payload = table_payload(rows, models, input_kind, n_bins, compat, warnings)
+        payload = table_payload(rows, [(name, files) for name, files, _ in models], input_kind, n_bins, compat,
+                                warnings)
         render.write_report(render.to_json(payload), output, force)
     else:
         render.write_report(render_table(fmt, rows, title), output, force)

@@ -6,78 +6,32 @@ import click
 
 from .._version import __version__
 from ..calibrators import CALIBRATORS
-from ..errors import InputError
-from ..evaluate import conventions, evaluate
-from ..data.io import write_array
-from ..metrics.functional import METRIC_NAMES
+from ..evaluate import conventions
+from ..data.outputs import write_array
 from ..data.number_text import PLAIN_NUMBERS, lenient_only
-from ..data.predictions import as_predictions
 from ..calibrators.temperature_fit import DEFAULT_GRID, OBJECTIVES, SEARCHES, fit_temperature, parse_grid
 from . import render
 from .hints import cli_text
+from .topk import refuse_topk_option
+from .prepost import before_after, load_fit_and_test, prepost_report
 from .options import (
     Outputs,
     binning_options,
     check_device,
     csv_options,
     device_option,
-    load_inputs,
+    labels_option,
+    labels_name,
     output_options,
     plot_option,
     probs_option,
+    test_pair,
+    test_set_option,
 )
 
 DEFAULT_GRID_TEXT = ":".join(f"{v:g}" for v in DEFAULT_GRID)
 #: what `--plot` calls each search in the figure's title (from the calibrator registry)
 PLOT_TITLES = {search: spec.title for cls in CALIBRATORS.values() for search, spec in cls.searches.items()}
-
-
-def load_fit_and_test(val_scores: str, val_labels: str, test, input_kind: str):
-    """(fitting scores as read, validated fitting set, (test scores, validated test set) or None):
-    each set read and validated once; the test set must have the fitting set's K."""
-    val_array, val_predictions = _load_set(val_scores, val_labels, input_kind)
-    if not test:
-        return val_array, val_predictions, None
-    test_array, test_predictions = _load_set(test[0], test[1], input_kind)
-    if test_predictions.k != val_predictions.k:
-        raise InputError(
-            f"{test[0]}: the test set has K = {test_predictions.k} classes but the fitting set "
-            f"{val_scores} has K = {val_predictions.k}"
-        )
-    return val_array, val_predictions, (test_array, test_predictions)
-
-
-def _load_set(scores: str, labels: str, input_kind: str):
-    score_array, label_array, _ = load_inputs(scores, labels, None)
-    predictions = as_predictions(score_array, label_array, input_kind, scores_name=scores, labels_name=labels)
-    return score_array, predictions
-
-
-def _before_after(fit, score_array, predictions, input_kind, n_bins, compat, name, keep_scores=True, **bootstrap):
-    """The set's reports before and after calibration, and its calibrated scores (None unless
-    ``keep_scores``; without it, a calibrator with :meth:`~calibrate_cli.calibrators.Calibrator.apply_as_read`
-    is evaluated as its scores are read). The set was validated
-    when loaded; only the calibrated scores are checked (they are new). A method whose output is
-    probabilities (``calibrator.result_kind``) is evaluated as probabilities. ``bootstrap``: the
-    keywords of :func:`~calibrate_cli.evaluate.evaluate` for intervals (``bootstrap=B``, …)."""
-    input_kind = predictions.input_kind  # as validated (stated, or logits that do not look like probabilities)
-    kwargs = dict(input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=name, **bootstrap)
-    before = evaluate(predictions, None, **kwargs)
-    calibrator = getattr(fit, "calibrator", fit)
-    resampled = any(value for key, value in bootstrap.items() if key != "device")  # intervals, extra metrics
-    as_read = None if resampled or keep_scores else calibrator.apply_as_read(predictions, scores_name=name)
-    if as_read is not None:
-        # calibrated chunk by chunk as they are read (temperature scaling): the same numbers as
-        # evaluating the calibrated array, without writing (and checking) an (N, K) float64 copy
-        return before, evaluate(as_read, None, **kwargs), None
-    after_scores = fit.apply(score_array, input_kind, scores_name=name)
-    after_kind = calibrator.result_kind(input_kind)
-    if after_kind == input_kind:
-        after_predictions = predictions.with_scores(after_scores, scores_name=name)
-    else:  # probabilities from logits: checked as probabilities
-        after_predictions = as_predictions(after_scores, predictions.labels, after_kind, scores_name=name)
-    after = evaluate(after_predictions, None, **{**kwargs, "input_kind": after_kind})
-    return before, after, after_scores
 
 
 def _fit_label(fit) -> str:
@@ -107,37 +61,6 @@ def _report(fmt: str, fit, sets: dict, title: str):
     """The Pre/Post table of ``calib temperature`` (:func:`prepost_report`)."""
     post = f"Post T ({fit.temperature:.4g})" if fit.temperature is not None else f"Post {fit.label}"
     return prepost_report(fmt, fit.calibrator, sets, title, post)
-
-
-def prepost_report(fmt: str, calibrator, sets: dict, title: str, post: str):
-    """The Pre/Post table in ``fmt`` (a Rich table, Markdown or CSV; JSON is the payload).
-
-    Columns: per set, the metrics before and after. Table and Markdown show the metrics of
-    ``calib eval``'s table; CSV has every metric (15 significant digits, as every CSV of calib),
-    then one row per parameter of the map: the identity before (T = 1, …), the fit after, exact
-    (``repr``: read back, they give the same map)."""
-    if fmt == "csv":
-        columns = [render.Column("metric")]
-        columns += [render.Column(f"{name}_{when}") for name in sets for when in ("before", "after")]
-        rows = [
-            [name, *(render.csv_number(r.metrics.get(name)) for pair in sets.values() for r in pair)]
-            for name in METRIC_NAMES
-            if any(name in r.metrics for pair in sets.values() for r in pair)
-        ]
-        identity = type(calibrator).identity(calibrator.k)
-        before = dict(identity.parameter_rows()) if identity is not None else {}
-        for name, value in calibrator.parameter_rows():
-            cells = ["" if before.get(name) is None else repr(before[name]), repr(value)]
-            rows.append([name, *(cells * len(sets))])
-        return render.render_rows("csv", columns, rows)
-    columns = [render.Column("metric", justify="left", style="bold")]
-    reports = []
-    for name, (before, after) in sets.items():
-        columns += [render.Column(f"{name}\nPre T"), render.Column(f"{name}\n{post}")]
-        reports += [before, after]
-    shown = [m for m in METRIC_NAMES if any(r.metrics.get(m) is not None for r in reports)]
-    rows = [[render.PRETTY_NAMES[m], *(render.format_value(m, r.metrics.get(m)) for r in reports)] for m in shown]
-    return render.render_rows(fmt, columns, rows, title=title)
 
 
 def _title(fit, val_scores: str) -> str:
@@ -177,8 +100,9 @@ def _plain_grid(ctx, param, value):
 
 
 @click.command("temperature")
+@refuse_topk_option
 @click.argument("val_scores", metavar="VAL_LOGITS")
-@click.argument("val_labels", metavar="VAL_LABELS")
+@click.argument("val_labels", metavar="[VAL_LABELS]", required=False)
 @click.option(
     "--search",
     type=click.Choice(SEARCHES),
@@ -191,13 +115,8 @@ def _plain_grid(ctx, param, value):
 @grid_option()
 @binning_options
 @csv_options
-@click.option(
-    "--test",
-    nargs=2,
-    metavar="TEST_LOGITS TEST_LABELS",
-    default=None,
-    help="A held-out test set: report its metrics before/after the fitted T too.",
-)
+@labels_option()
+@test_set_option("A held-out test set: report its metrics before/after the fitted T too.")
 @probs_option("Scores are probabilities: fitted through log p (a probability of 0 stays 0 at every T).")
 @output_options(
     output_help="Write the report to FILE ('-': stdout; t.json: reusable as `calib eval --temperature t.json`)."
@@ -216,8 +135,8 @@ def _plain_grid(ctx, param, value):
 )
 @click.pass_context
 def temperature_command(
-    ctx, val_scores, val_labels, search, objective, grid_text, n_bins, compat, test, input_kind, fmt, output,
-    save_logits, plot_path, force, device,
+    ctx, val_scores, val_labels, search, objective, grid_text, n_bins, compat, label_col, test, input_kind, fmt,
+    output, save_logits, plot_path, force, device,
 ):
     """Fit a temperature on a validation set and report the metrics before and after.
 
@@ -240,12 +159,15 @@ def temperature_command(
       calib temperature val_probs.npy val_y.npy --probs --format json
       calib temperature val.npy val_y.npy --test test.npy test_y.npy --plot before_after.png
       calib temperature val.npy val_y.npy --test test.npy test_y.npy --device cuda   # metrics on the GPU
+      calib temperature val.csv --labels label --test test.csv --probs   # labels: a column of each file
     """
     resolved = check_device(device)  # an unavailable device: one line, before any work
     grid = parse_grid(grid_text)
     outputs = Outputs(force).report("--output", output).array("--save-logits", save_logits)
     outputs.figure("--plot", plot_path).check()  # before any work
-    val_array, val_predictions, test_loaded = load_fit_and_test(val_scores, val_labels, test, input_kind)
+    test = test_pair(test, label_col)
+    val_array, val_predictions, test_loaded = load_fit_and_test(val_scores, val_labels, test, input_kind, label_col)
+    val_labels = labels_name(val_scores, val_labels, label_col)  # as the report names them
 
     with render.progress_bar(f"{search} search") as progress:
         fit = fit_temperature(
@@ -264,7 +186,7 @@ def temperature_command(
         )
 
     warnings = [cli_text(w) for w in fit.warnings]  # remedies as flags, in the JSON too
-    fit_before, fit_after, saved = _before_after(
+    fit_before, fit_after, saved = before_after(
         fit, val_array, val_predictions, input_kind, n_bins, compat, val_scores,
         keep_scores=bool(save_logits) and test_loaded is None, device=device,
     )
@@ -272,11 +194,12 @@ def temperature_command(
     inputs = {"fit": {"scores": val_scores, "labels": val_labels, "n": fit.n, "k": fit.k}}
     reports = [fit_before, fit_after]
     if test_loaded is not None:
-        test_before, test_after, saved = _before_after(
+        test_before, test_after, saved = before_after(
             fit, *test_loaded, input_kind, n_bins, compat, test[0], keep_scores=bool(save_logits), device=device
         )
         sets["test"] = (test_before, test_after)
-        inputs["test"] = {"scores": test[0], "labels": test[1], "n": test_before.n, "k": test_before.k}
+        inputs["test"] = {"scores": test[0], "labels": labels_name(*test, label_col), "n": test_before.n,
+                          "k": test_before.k}
         reports += [test_before, test_after]
     for report in reports:
         warnings += [w for w in report.warnings if w not in warnings]

@@ -25,9 +25,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import InputError
-from .io import names_text as _names
-from .io import pick_key
-from .formats import one_line, require, rows_per_block
+from .formats import names_text, one_line, pick_key, require, rows_per_block
 
 __all__ = ["load_safetensors", "load_hdf5", "load_zarr", "check_numeric_dtype"]
 
@@ -179,7 +177,7 @@ def load_hdf5(path: Path, key: str | None, label: str) -> np.ndarray:
                 if key in f and isinstance(f.get(key), h5py.Dataset):
                     datasets.append(key)
             if key is not None and key in f and not isinstance(f[key], h5py.Dataset):
-                raise InputError(f"{label}: {key!r} is a group, not a dataset (datasets: {_names(datasets)})")
+                raise InputError(f"{label}: {key!r} is a group, not a dataset (datasets: {names_text(datasets)})")
             name = pick_key(datasets, key, label, path, "datasets")
             ds = f[name]
             what = f"dataset {name!r}"

@@ -6,7 +6,7 @@ into preallocated float64 arrays of only the wanted columns (memory: the result 
 Text columns are read as text when the first data row shows them: ignored columns (ids) and a labels
 column of class names (mapped to the score columns' names as the full reader maps them). It handles
 well-formed files only: any file it is not sure to read exactly as the full reader
-(:func:`calibrate_cli.data.io._read_csv_table`) would — quotes, NUL bytes, a score cell that is not a
+(:mod:`calibrate_cli.data.csvfile`) would — quotes, NUL bytes, a score cell that is not a
 number, a label that is not a class, rows of other widths, blank-only rows, an ambiguous first row —
 makes it return None, and the caller runs the full reader, which gives every check and error message. Both parse numbers with correct rounding (``float()`` and numpy's
 parser), so the values are bit-identical.
@@ -22,7 +22,7 @@ from typing import Callable
 
 import numpy as np
 
-from .io import _is_number
+from .columns import class_names_of, is_number
 
 #: characters of text parsed per np.loadtxt call (~22k rows of 10 scores; the text and its parse are
 #: held at once: 2 MB keeps them small next to the summary's own chunk, at loadtxt's speed)
@@ -36,7 +36,7 @@ class _Fallback(Exception):
 def count_data_rows(path: Path, header: bool) -> int:
     """The rows of data a well-formed CSV file most likely holds: its lines (a last one without a
     newline counted), less the empty lines before the first row and after the last, and less the
-    header. One ``bytes.count`` pass in 1 MiB reads (~0.05 s per 100 MB). A guess for an exact-N
+    header. One ``bytes.count`` pass in 1 MiB reads. A guess for an exact-N
     summary pass, which checks it against the rows read: empty lines between rows, a lone-``\\r``
     file make it miss, and the pass then finds the difference."""
     lines = 0
@@ -92,10 +92,10 @@ def _plan(block: str, width: int, columns: list[int], label_index, names):
     if len(cells) != width:
         raise _Fallback
     ignored = [i for i in range(width) if i not in columns and i != label_index]
-    label_names = label_index is not None and not _is_number(cells[label_index])
+    label_names = label_index is not None and not is_number(cells[label_index])
     if label_names and (names is None or not cells[label_index]):
         raise _Fallback  # names without named score columns, or an empty label: the full reader says so
-    if not label_names and all(_is_number(cells[i]) for i in ignored):
+    if not label_names and all(is_number(cells[i]) for i in ignored):
         return None
     kinds = []
     for i in range(width):
@@ -110,8 +110,6 @@ def _plan(block: str, width: int, columns: list[int], label_index, names):
 
 def _class_lookup(classes: list[str]) -> dict:
     """Class name (full column name or its short form) → class index, as the full reader maps them."""
-    from .io import class_names_of
-
     lookup: dict[str, int] = {}
     for i, pair in enumerate(zip(classes, class_names_of(classes))):
         for text in pair:

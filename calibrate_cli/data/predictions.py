@@ -58,7 +58,7 @@ class Predictions:
         """The same (validated) labels with new scores of the same kind and shape as the original input,
         e.g. calibrated ones: only the new scores are checked (a 1-D binary vector becomes two columns)."""
         scores = scores if isinstance(scores, np.ndarray) else np.asarray(scores)
-        _check_scores(scores, scores_name, self.input_kind)
+        check_scores(scores, scores_name, self.input_kind)
         if scores.ndim == 1:
             scores = _binary_columns(scores, self.input_kind)
         if scores.shape != self.scores.shape:
@@ -178,20 +178,13 @@ class ScoreCheck:
         """Raise :class:`~calibrate_cli.errors.InputError` naming the first bad row (``first_row`` is
         the chunk's first row in the whole set) if ``chunk`` holds a bad value."""
         name, tolerance = self.name, self.tolerance
-        if self.input_kind == "probs" and _probs_plausible(chunk, tolerance):
-            return  # every check below would pass
-        # a first look says whether the chunk needs the exact per-row checks below: for logits the C
-        # extension's all_finite (one pass, half the time of numpy's min and max), else one min/max
+        # a first look says whether the chunk needs the exact per-row checks below: one min/max
         # reduction (numpy's SIMD loops, no temporaries; NaN propagates into both): ~10× cheaper than
         # isfinite + any
-        finite = _all_finite(chunk) if self.input_kind != "probs" else None
-        if finite is not None:
-            suspect = not finite
-        else:
-            lo, hi = (chunk.min(), chunk.max()) if chunk.size else (0, 0)
-            suspect = not (np.isfinite(lo) and np.isfinite(hi))
-            if self.input_kind == "probs":
-                suspect = suspect or lo < 0 or hi > 1 + tolerance
+        lo, hi = (chunk.min(), chunk.max()) if chunk.size else (0, 0)
+        suspect = not (np.isfinite(lo) and np.isfinite(hi))
+        if self.input_kind == "probs":
+            suspect = suspect or lo < 0 or hi > 1 + tolerance
         if chunk.dtype.kind == "f" and suspect:
             bad = ~np.isfinite(chunk)
             if bad.any():
@@ -219,31 +212,7 @@ class ScoreCheck:
                     )
 
 
-def _all_finite(chunk: np.ndarray) -> bool | None:
-    """Whether no value of ``chunk`` is NaN or ±inf, by the C extension's ``all_finite`` (float32 or
-    float64, C-contiguous); None where it does not run."""
-    from ..engine.kernels import _FUSED_DTYPES, _ckernel
-
-    if _ckernel is None or chunk.dtype not in _FUSED_DTYPES or not chunk.flags.c_contiguous:
-        return None
-    return bool(_ckernel.all_finite(chunk.reshape(-1)))
-
-
-def _probs_plausible(chunk: np.ndarray, tolerance: float) -> bool:
-    """Whether a chunk of probabilities surely passes :meth:`ScoreCheck.rows`, by the C extension's
-    ``probs_plausible`` in one pass (float32/float64 (rows, K), C-contiguous): every value in
-    [0, 1 + tolerance] and every row's float64 sum within tolerance/2 of 1, a margin far above any
-    difference between two orders of the same additions. False where it does not run, or when the
-    exact checks must decide."""
-    from ..engine.kernels import _FUSED_DTYPES, _ckernel
-
-    if (_ckernel is None or chunk.ndim != 2 or chunk.dtype not in _FUSED_DTYPES
-            or not chunk.flags.c_contiguous):
-        return False
-    return bool(_ckernel.probs_plausible(chunk, 1.0 + tolerance, tolerance))
-
-
-def _check_scores(scores: np.ndarray, name: str, input_kind: str, *, values: bool = True) -> ScoreCheck:
+def check_scores(scores: np.ndarray, name: str, input_kind: str, *, values: bool = True) -> ScoreCheck:
     """Check the scores' dtype and shape, then (``values``) their values in row chunks; returns the
     value check (for the caller to make later when ``values`` is False)."""
     _check_score_shape(scores, name)
@@ -492,7 +461,7 @@ def as_predictions(
     _check_not_swapped(scores, labels, scores_name, labels_name)
     stated, input_kind = input_kind, input_kind or "logits"
     defer = not check_values and scores.ndim == 2  # binary scores (N,) become float64 columns: checked now
-    check = _check_scores(scores, scores_name, input_kind, values=not defer)
+    check = check_scores(scores, scores_name, input_kind, values=not defer)
     if labels.ndim >= 1 and labels.shape[0] != scores.shape[0]:
         raise InputError(
             f"{labels_name}: {labels.shape[0]} labels but {scores_name} has {scores.shape[0]} rows of scores"

@@ -4,7 +4,7 @@ The scores are either several numeric columns (one per class, chosen by names, 0
 glob patterns such as ``logit_*``, comma-separated; in that order) or one list / fixed-size-list
 column holding the K scores of each row. The labels are a numeric column of class indices, or a
 text (or dictionary/categorical) column of class names, mapped to the score columns' names as in CSV
-(:func:`calibrate_cli.data.io.class_names_of`). The table is read by Parquet row group / Arrow record
+(:func:`calibrate_cli.data.columns.class_names_of`). The table is read by Parquet row group / Arrow record
 batch, and only the chosen columns, into the result arrays: it is never decoded whole (memory: the
 result plus one row group of the chosen columns). Legacy Feather v1 files (no record batches) are
 read whole.
@@ -23,9 +23,10 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ..errors import InputError
-from .formats import one_line, require
+from .columns import IndexWatch, class_lookup, column_index, score_columns
+from .formats import ScoreBlocks, ScoresFile, names_text, one_line, require
 
-__all__ = ["read_table", "load_table_array", "TABLE_SUFFIXES"]
+__all__ = ["read_table", "iter_table", "load_table_array", "read_columns", "iter_blocks", "read_labels", "TABLE_SUFFIXES"]
 
 TABLE_SUFFIXES = (".parquet", ".arrow", ".feather")
 _KINDS = {".parquet": "Parquet", ".arrow": "Arrow IPC", ".feather": "Feather"}
@@ -213,8 +214,6 @@ def _label_kind(pa, t, label: str, column: str) -> str:
 
 
 def _text_labels(cells: Sequence[str], label: str, column: str, classes: Sequence[str] | None, row0: int) -> np.ndarray:
-    from .io import _names, class_lookup
-
     if classes is None:
         raise InputError(
             f"{label}: column {column!r} holds class names, but the scores have no column names to match them to; "
@@ -226,7 +225,7 @@ def _text_labels(cells: Sequence[str], label: str, column: str, classes: Sequenc
         index = lookup.get(cell.strip()) if isinstance(cell, str) else None
         if index is None:
             raise InputError(
-                f"{label}: column {column!r}, row {row0 + i}: label {cell!r} is not a class (classes: {_names(short)}, "
+                f"{label}: column {column!r}, row {row0 + i}: label {cell!r} is not a class (classes: {names_text(short)}, "
                 "from the score columns' names, in their order)"
             )
         out[i] = index
@@ -248,16 +247,12 @@ def _column_spec(table: _Table, key: str | None, score_cols: str | None, label: 
 
 def _choose(table: _Table, spec: str | None, exclude: int | None, check_index: bool = False) -> list[str]:
     """The names of the score columns (``check_index``: scores, where none may be named as a row index)."""
-    from .io import _CsvTable, _score_columns
-
-    chosen = _score_columns(_CsvTable(table.names, [], []), spec, exclude, table.label, check_index=check_index)
+    chosen = score_columns(table.names, len(table.names), spec, exclude, table.label, check_index=check_index)
     return [table.names[i] for i in chosen]
 
 
 def _index_watch(table: _Table, spec: str | None, columns: list[str]):
-    """An :class:`~calibrate_cli.data.io.IndexWatch` of score columns chosen by default (None otherwise)."""
-    from .io import IndexWatch
-
+    """An :class:`~calibrate_cli.data.columns.IndexWatch` of score columns chosen by default (None otherwise)."""
     if spec is not None:
         return None
     return IndexWatch(table.label, table.names, [table.names.index(c) for c in columns])
@@ -272,8 +267,6 @@ def read_table(
     ``score_cols`` (or ``key``, from ``file.parquet:COLS``) chooses the score columns, ``label_col``
     the labels column; without either, every column but the labels. ``labels_only``: the file is a
     labels file (one column, or ``key``), whose class names map to ``classes``."""
-    from .io import _column_index
-
     table = _Table(path, label)
     pa = table.pa
     spec = _column_spec(table, key, score_cols, label)
@@ -286,7 +279,7 @@ def read_table(
             scores, _, _ = _read(table, columns, None)
             return scores, None, None
         return None, _read_text_labels(table, columns[0], classes), None
-    col = None if label_col is None else _column_index(table.names, label_col, len(table.names), label)
+    col = None if label_col is None else column_index(table.names, label_col, len(table.names), label)
     columns = _choose(table, spec, col, check_index=True)
     label_name = None if col is None else table.names[col]
     scores, labels, names = _read(table, columns, label_name)
@@ -350,11 +343,9 @@ def iter_table(
     """(class names or None, number of rows or None, blocks): :func:`read_table`'s scores and labels as
     (scores, labels or None) blocks of one record batch each, never the whole table (a streamed
     summary pass). The same checks and errors as :func:`read_table`, each raised when reached."""
-    from .io import _column_index
-
     table = _Table(path, label)
     spec = _column_spec(table, key, score_cols, label)
-    col = None if label_col is None else _column_index(table.names, label_col, len(table.names), label)
+    col = None if label_col is None else column_index(table.names, label_col, len(table.names), label)
     columns = _choose(table, spec, col, check_index=True)
     label_name = None if col is None else table.names[col]
     layout, dtype, k, label_kind = _layout(table, columns, label_name)
@@ -429,3 +420,34 @@ def load_table_array(path: Path, key: str | None, label: str) -> np.ndarray:
     """The registry's loader: the columns ``key`` names (all when None) as one array."""
     scores, _, _ = read_table(path, key, label)
     return scores
+
+
+# ------------------------------------------------------------- the registry's column capabilities
+def read_columns(
+    path: Path, key: str | None, label: str, *, score_cols: str | None = None, label_col: str | None = None,
+    header: bool | None = None, expected_rows: int | None = None,
+) -> ScoresFile:
+    """:func:`read_table` as a :class:`~calibrate_cli.data.formats.ScoresFile` (a table has its header:
+    ``header`` and ``expected_rows`` do not apply)."""
+    scores, labels, classes = read_table(path, key, label, score_cols=score_cols, label_col=label_col)
+    return ScoresFile(scores, labels, classes, classes)
+
+
+def iter_blocks(
+    path: Path, key: str | None, label: str, *, score_cols: str | None = None, label_col: str | None = None,
+    header: bool | None = None,
+):
+    """(N from the metadata or None, whether it is known, blocks): :func:`iter_table` (the rows read are
+    checked against the metadata's count)."""
+    classes, n, blocks = iter_table(path, key, label, score_cols=score_cols, label_col=label_col)
+    return n, n is not None, ScoreBlocks(blocks, classes)
+
+
+def read_labels(
+    path: Path, key: str | None, label: str, *, header: bool | None = None,
+    classes: Sequence[str] | None = None, expected_rows: int | None = None,
+) -> np.ndarray:
+    """The labels column (the only column, or ``file.parquet:COLUMN``): numbers, or class names mapped
+    to ``classes``."""
+    numbers, names, _ = read_table(path, key, label, classes=classes, labels_only=True)
+    return numbers if numbers is not None else names

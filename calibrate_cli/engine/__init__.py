@@ -1,7 +1,10 @@
 """The one pass: validated predictions → per-sample quantities and per-bin sums.
 
-Binning (:mod:`.binning`), the summary pass (:mod:`.summary`), its per-chunk engines (:mod:`.kernels`:
-numpy and the compiled loop; :mod:`.torch_pass` and :mod:`.device_eval` on a torch device), order
-statistics (:mod:`.sorting`), and the ways to run it over data that does not fit one array (:mod:`.stream`,
-:mod:`.shards`, :mod:`.parallel`). Nothing here reads files or prints.
+:mod:`.rows` defines the row pass once (softmax and its normaliser, confidence and prediction, NLL,
+Brier, top-5, the classwise per-bin sums, the temperature grid and NLL passes) for numpy and torch;
+:mod:`.binning` the one equal-width bin rule. :mod:`.summary` runs the pass over chunks for what a
+request asks, through :mod:`.kernels` (numpy, or the optional C extension behind :mod:`.native` running
+the same definition faster) or torch (:mod:`.torch_pass`, :mod:`.device_eval` for tensors on a device).
+Order statistics: :mod:`.sorting`; data that is not one array: :mod:`.stream`, :mod:`.shards`,
+:mod:`.parallel`. Nothing here reads files or prints.
 """

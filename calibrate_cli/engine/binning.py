@@ -31,13 +31,21 @@ __all__ = [
     "BinStats",
     "SparseBinStats",
     "MAX_N_BINS",
+    "S99_THRESHOLD",
     "uniform_edges",
     "torch_linspace_edges",
     "equal_mass_edges",
     "assign_bins",
     "bin_statistics",
     "add_bin_sums",
+    "class_bin_statistics",
+    "torch_bin_sums",
 ]
+
+
+#: the confidence from which a sample counts as "99 % sure" (the s99 share and accuracy; the pass
+#: counts them as it goes: :func:`~calibrate_cli.engine.summary.order_counts`)
+S99_THRESHOLD = 0.99
 
 
 #: the most bins calib computes. Papers use 10–20; with M bins and N samples at least M − N bins
@@ -127,6 +135,8 @@ def assign_bins(values: np.ndarray, edges: np.ndarray, *, lowest_closed: bool = 
     (ties in equal-mass binning), the in-between bins stay empty: the result depends only on the
     value, never on the order of the samples.
     """
+    if not isinstance(values, np.ndarray) and hasattr(values, "device"):  # a torch tensor: the same rule
+        return _assign_bins_torch(values, edges, lowest_closed)
     edges = np.asarray(edges)
     m = edges.shape[0] - 1
     values = np.asarray(values)
@@ -138,6 +148,18 @@ def assign_bins(values: np.ndarray, edges: np.ndarray, *, lowest_closed: bool = 
     if lowest_closed:
         np.maximum(idx, 0, out=idx)
     return idx
+
+
+def _assign_bins_torch(values, edges, lowest_closed: bool):
+    """:func:`assign_bins` of a torch tensor, on its device: ``searchsorted(edges, v, left) − 1``
+    (what :func:`_assign_uniform` computes too), compared in ``values``' dtype."""
+    import torch
+
+    m = edges.shape[0] - 1
+    d_edges = torch.as_tensor(edges, device=values.device)  # numpy edges, or a tensor already there
+    common = torch.promote_types(values.dtype, d_edges.dtype)
+    idx = torch.searchsorted(d_edges.to(common), values.to(common).contiguous(), right=False) - 1
+    return torch.clamp(idx, min=0 if lowest_closed else -1, max=m - 1)
 
 
 def _assign_uniform(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -287,6 +309,76 @@ class SparseBinStats:
         return np.bincount(self.keys // self.n_bins, weights=gaps, minlength=self.n_classes) / self.n
 
 
+def class_bin_statistics(p, labels, edges, *, lowest_closed: bool = True, ops=None, into=None) -> tuple:
+    """One chunk's per-(class, bin) count, Σp and Σ[y = k] of the (rows, K) probabilities ``p``, each
+    p_ik in the bin :func:`assign_bins` gives it: dense (K, M) numpy arrays when K·M is at most the
+    chunk's size (or small), else ``("sparse", keys, count, Σp, Σy)`` over the non-empty cells k·M + b
+    only. numpy: both sum each cell's values in row-major order (``bincount``), so they agree bit for
+    bit. A torch ``p`` (``ops`` its namespace) sums each bin as a masked column sum on its device (a
+    fixed reduction order, no float atomics), dense; sparse cells are summed on the host.
+
+    ``into``: flat (K·M,) running (count, Σp, Σy) of the previous rows of the same chunk (numpy,
+    dense) to continue, value by value in row-major order (``np.add.at``, unbuffered, in index
+    order: the very additions of one ``bincount`` over the whole chunk); returned, reshaped."""
+    rows, k = p.shape
+    m = np.asarray(edges).shape[0] - 1
+    dense = k * m <= max(rows * k, 1 << 16)
+    if not isinstance(p, np.ndarray):
+        if not dense:
+            return class_bin_statistics(ops.to_numpy(p), ops.to_numpy(labels), edges, lowest_closed=lowest_closed)
+        return _class_bins_torch(ops, p, labels, edges, lowest_closed)
+    idx = assign_bins(p, edges, lowest_closed=lowest_closed)
+    keys = idx + (np.arange(k, dtype=np.int64) * m)[None, :]
+    inside = idx >= 0
+    if inside.all():
+        flat_keys, flat_p = keys.ravel(), p.ravel()
+    else:
+        flat_keys, flat_p = keys[inside], p[inside]
+    true_keys = keys[np.arange(rows), labels]
+    true_keys = true_keys[inside[np.arange(rows), labels]]
+    weights = flat_p.astype(np.float64, copy=False)
+    if into is not None:
+        count, sum_p, sum_y = into
+        count += np.bincount(flat_keys, minlength=k * m)
+        np.add.at(sum_p, flat_keys, weights)
+        sum_y += np.bincount(true_keys, minlength=k * m)
+        return count.reshape(k, m), sum_p.reshape(k, m), sum_y.reshape(k, m)
+    if dense:
+        count = np.bincount(flat_keys, minlength=k * m)
+        sum_p = np.bincount(flat_keys, weights=weights, minlength=k * m)
+        sum_y = np.bincount(true_keys, minlength=k * m).astype(np.float64)
+        return count.reshape(k, m), sum_p.reshape(k, m), sum_y.reshape(k, m)
+    cells, where = np.unique(flat_keys, return_inverse=True)
+    count = np.bincount(where, minlength=cells.shape[0])
+    sum_p = np.bincount(where, weights=weights, minlength=cells.shape[0])
+    sum_y = np.bincount(np.searchsorted(cells, true_keys), minlength=cells.shape[0]).astype(np.float64)
+    return "sparse", cells, count, sum_p, sum_y
+
+
+def _class_bins_torch(ops, p, labels, edges, lowest_closed: bool) -> tuple:
+    """The dense (count, Σp, Σy) of :func:`class_bin_statistics` for a torch tensor, as numpy arrays."""
+    torch = ops.torch
+    idx = assign_bins(p, edges, lowest_closed=lowest_closed)
+    is_label = ops.arange(p.shape[1])[None, :] == labels[:, None]
+    count, sum_p, sum_y = torch_bin_sums(idx, p, is_label, np.asarray(edges).shape[0] - 1)
+    return ops.to_numpy(count).astype(np.int64), ops.to_numpy(sum_p), ops.to_numpy(sum_y)
+
+
+def torch_bin_sums(idx, values, targets, m: int) -> tuple:
+    """Per column and bin of the (rows, C) torch tensors: (count, Σvalue, Σtarget), each (C, M) on their
+    device (int64, float64, float64); ``idx`` from :func:`assign_bins` (−1: in no bin). Masked column
+    sums, one bin at a time: a fixed reduction order and no float atomics, so a GPU run repeats bit
+    for bit (what ``bincount`` with weights is on numpy)."""
+    import torch
+
+    zero = torch.zeros((), dtype=torch.float64, device=values.device)
+    v64, t64 = values.to(torch.float64), targets.to(torch.float64)
+    count = torch.stack([(idx == b).sum(dim=0) for b in range(m)], dim=1)
+    sum_v = torch.stack([torch.where(idx == b, v64, zero).sum(dim=0) for b in range(m)], dim=1)
+    sum_t = torch.stack([torch.where(idx == b, t64, zero).sum(dim=0) for b in range(m)], dim=1)
+    return count, sum_v, sum_t
+
+
 def bin_statistics(
     values: np.ndarray,
     targets: np.ndarray,
@@ -344,32 +436,12 @@ def bin_statistics(
 _PIECE = 1 << 20
 
 
-#: from this many samples on, the 1-D binning pass runs compiled with numba only: importing numba and
-#: loading the cached loop (~1 s, paid once per process) costs less than the numpy pass
-_COMPILED_MIN = 1 << 22
-
-#: with the C extension (no load cost), the compiled pass runs from this many samples on: every size
-#: (100 samples: 36 µs vs 99 µs for the numpy pass; 10^5: 0.9 ms vs 4.5 ms)
-_CKERNEL_MIN = 1
-
-
-def _compiled_min() -> int:
-    """The sample count from which the compiled pass runs: :data:`_CKERNEL_MIN` with the C extension
-    (but never above :data:`_COMPILED_MIN`), :data:`_COMPILED_MIN` with numba only."""
-    from .kernels import HAVE_CKERNEL
-
-    return min(_CKERNEL_MIN, _COMPILED_MIN) if HAVE_CKERNEL else _COMPILED_MIN
-
-
 def _compiled_binning(values, targets, edges) -> bool:
-    """Whether the compiled pass applies: the C extension built or numba installed (and not
-    CALIB_ENGINE=numpy), values and edges of one float dtype (comparisons in that dtype, as numpy's),
-    targets bool or float64."""
-    import os
+    """Whether the compiled pass applies: the C extension built (and not CALIB_ENGINE=numpy), values
+    and edges of one float dtype (comparisons in that dtype, as numpy's), targets bool or float64."""
+    from . import native
 
-    from .kernels import ENGINE_ENV, fused_available
-
-    if not fused_available() or os.environ.get(ENGINE_ENV, "").strip().lower() == "numpy":
+    if not native.use():
         return False
     return (values.dtype == edges.dtype and values.dtype in (np.float32, np.float64)
             and targets.dtype in (np.bool_, np.float64) and targets.shape == values.shape)
@@ -393,26 +465,20 @@ def add_bin_sums(values, targets, edges, count, sum_conf, sum_correct, *, lowest
 
     Each bin's sums are added to in sample order, as ``np.bincount`` adds: pieces of a column added
     one after the other, in order, give the bits of :func:`bin_statistics` of the whole column (a pass
-    can bin each chunk as it arrives). Below :func:`_compiled_min` samples, pieces of :data:`_PIECE`
-    samples are added with ``np.add.at`` (unbuffered, in sample order); from it on, a compiled loop
-    (the C extension's ``bin_sums_1d``, else numba's ``_bin_kernel``) does the same in one sequential
-    pass: the same sums bit for bit (tests/test_scale.py, tests/test_ckernel.py)."""
+    can bin each chunk as it arrives). numpy adds pieces of :data:`_PIECE` samples with ``np.add.at``
+    (unbuffered, in sample order); with the C extension one sequential loop does the same
+    (:func:`~calibrate_cli.engine.native.bin_sums`; tests/test_engines.py)."""
     values = np.asarray(values)
     m = np.asarray(edges).shape[0] - 1
     n = int(values.shape[0])
     targets = np.asarray(targets)
     edges_arr = np.asarray(edges)
-    if bin_index is None and n >= _compiled_min() and _compiled_binning(values, targets, edges_arr):
-        from .kernels import HAVE_CKERNEL, _ckernel
-
-        if HAVE_CKERNEL:
-            bin_sums_1d = _ckernel.bin_sums_1d
-        else:  # pragma: no cover - numba only
-            from .numba_bins import bin_sums_1d
+    if bin_index is None and _compiled_binning(values, targets, edges_arr):
+        from . import native
 
         uniform = edges_arr.dtype == np.float64 and m > 1 and np.array_equal(edges_arr, uniform_edges(m))
-        bin_sums_1d(np.ascontiguousarray(values), np.ascontiguousarray(targets), edges_arr, bool(uniform),
-                    bool(lowest_closed), count, sum_conf, sum_correct)
+        native.bin_sums(values, targets, edges_arr, uniform=bool(uniform), lowest_closed=bool(lowest_closed),
+                        count=count, sum_conf=sum_conf, sum_correct=sum_correct)
         return
     for start in range(0, n, _PIECE):
         piece = slice(start, min(n, start + _PIECE))

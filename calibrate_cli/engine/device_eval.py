@@ -8,18 +8,12 @@ float64, and only the sufficient statistics (docs/conventions.md) come back to t
 :class:`~calibrate_cli.metrics.registry.MetricSums` and every number is computed by the metric registry,
 as for the numpy engine.
 
-One pass per row chunk (:func:`_chunk_sums`) reads each logit once and computes
-
-    z_ik = x_ik − max_j x_ij,  p_ik = exp z_ik / Σ_j exp z_ij,  nll_i = log Σ_j exp z_ij − z_iy
-    pred_i = argmax_k p_ik (first maximal index),  conf_i = p_i,pred_i,  correct_i = [pred_i = y_i]
-    brier_i = Σ_k (p_ik − [k = y_i])²,  top5_i = [#{z_k > z_y} + #{k < y : z_k = z_y} < 5]
-    b_i = searchsorted(edges, conf_i, left) − 1 clamped to [0, M) (bins (e_b, e_b+1], bin 0 closed)
-
-and reduces them at once; the confidences and correctness are kept (8 + 1 bytes a row) for AdaECE.
-On CUDA with Triton the pass is :mod:`calibrate_cli.engine.triton_pass` (one row per thread, the same
-formulas; measured in docs/performance.md); for K > 1024 it is :func:`_chunk_sums` compiled by
-``torch.compile``; elsewhere (CPU tensors, no Triton, ``CALIB_TORCH_COMPILE=0``) :func:`_chunk_sums`
-runs eagerly.
+One pass per row chunk (:func:`_chunk_sums`) computes conf, correct, NLL, Brier and top-5 of each row
+and its equal-width bin (bins (e_b, e_b+1], bin 0 closed), and reduces them at once; the confidences and correctness are kept (8 + 1 bytes a row) for AdaECE.
+The row quantities are the one definition of the row pass (:func:`~calibrate_cli.engine.rows.row_stats`)
+and the bins the one bin rule (:func:`~calibrate_cli.engine.binning.assign_bins`); on CUDA
+:func:`_chunk_sums` is compiled by ``torch.compile`` (where inductor's code generator is installed);
+elsewhere (CPU tensors, ``CALIB_TORCH_COMPILE=0``) it runs eagerly.
 
 AdaECE's edges (:func:`~calibrate_cli.engine.binning.equal_mass_edges_of`, the reference code's
 ``histedges_equalN``) need about 2(M + 1) order statistics of the N confidences:
@@ -42,9 +36,11 @@ from dataclasses import fields
 
 import numpy as np
 
-from .binning import equal_mass_edges_of, uniform_edges
+from .binning import S99_THRESHOLD, assign_bins, equal_mass_edges_of, torch_bin_sums, uniform_edges
+from .devices import TorchOps
+from .rows import row_stats
 from ..errors import InputError
-from ..metrics.registry import S99_THRESHOLD, BinSums, MetricSums, metric_values, sums_needed, METRICS
+from ..metrics.registry import BinSums, MetricSums, metric_values, sums_needed, METRICS
 from ..metrics.functional import DEFAULT_N_BINS
 from ..data.predictions import PROBS_SUM_TOLERANCE, probs_sum_tolerance
 
@@ -70,7 +66,7 @@ SELECT_SORT_LIMIT = 1 << 20
 SELECT_BRACKET_MIN = 1 << 24
 SELECT_SAMPLE = 1 << 22
 SELECT_MARGIN = 6144
-#: CALIB_TORCH_COMPILE=0 runs the eager pass on CUDA too (no Triton kernel, no torch.compile)
+#: CALIB_TORCH_COMPILE=0 runs the eager pass on CUDA too (no torch.compile)
 COMPILE_ENV = "CALIB_TORCH_COMPILE"
 
 
@@ -115,16 +111,9 @@ def device_metric_sums(scores, labels, *, input_kind: str | None = None, n_bins:
     d_edges = torch.as_tensor(width_edges, dtype=torch.float64, device=x.device)
     keep = "mass" in needed
     tolerance = float(probs_sum_tolerance(np.empty(0, dtype=_numpy_dtype(x.dtype))))
-    triton_pass = _triton_pass(x.device, k)
-    if triton_pass is not None:  # one kernel over all rows
-        from .triton_pass import bin_sums
-
-        conf, correct, totals = triton_pass(x, y, d_edges, is_logits=is_logits, top5=k > 5, keep=keep,
-                                            tolerance=tolerance, s99_threshold=S99_THRESHOLD)
-    else:
-        compiled = _compiled_pass(x.device)
-        bin_sums = compiled[1] if compiled else _bin_sums
-        conf, correct, totals = _chunked_pass(torch, x, y, d_edges, compiled, is_logits, keep, tolerance)
+    compiled = _compiled_pass(x.device)
+    bin_sums = compiled[1] if compiled else _bin_sums
+    conf, correct, totals = _chunked_pass(torch, x, y, d_edges, compiled, is_logits, keep, tolerance)
     _raise_for_bad_rows(torch, x, totals, is_logits, tolerance)
 
     mass = None
@@ -161,13 +150,14 @@ def _chunked_pass(torch, x, y, edges, compiled, is_logits: bool, keep: bool, tol
     m = edges.shape[0] - 1
     chunk_sums = compiled[0] if compiled else _chunk_sums
     rows_per_chunk = max(1, (COMPILED_CHUNK_VALUES if compiled else EAGER_CHUNK_VALUES) // k)
+    ops = TorchOps(x.device)
     conf = torch.empty(n, dtype=torch.float64, device=x.device) if keep else None
     correct = torch.empty(n, dtype=torch.bool, device=x.device) if keep else None
     ints, floats = [], []
     for start in range(0, n, rows_per_chunk):
         stop = min(n, start + rows_per_chunk)
         c_conf, c_correct, c_ints, c_floats = chunk_sums(
-            x[start:stop], y[start:stop], edges, is_logits=is_logits, top5=k > 5, n=n, tolerance=tolerance,
+            ops, x[start:stop], y[start:stop], edges, is_logits=is_logits, top5=k > 5, n=n, tolerance=tolerance,
         )
         if keep:
             conf[start:stop] = c_conf
@@ -181,31 +171,24 @@ def _chunked_pass(torch, x, y, edges, compiled, is_logits: bool, keep: bool, tol
 
 def _bin_sums(conf, correct, edges):
     """(count, Σconf, Σcorrect) per bin (e_b, e_b+1] of ``edges`` (M + 1 of them; bin 0 also takes
-    values ≤ e_0, bin M − 1 values > e_M): searchsorted(edges, conf, left) − 1, as
-    :func:`~calibrate_cli.engine.binning.assign_bins`. Masked column sums: a fixed reduction order."""
-    import torch
-
-    m = edges.shape[0] - 1
-    b = torch.clamp(torch.bucketize(conf, edges, right=False) - 1, 0, m - 1)
-    in_bin = b[:, None] == torch.arange(m, device=conf.device)[None, :]
-    count = in_bin.sum(dim=0)
-    sum_conf = torch.where(in_bin, conf[:, None], torch.zeros((), dtype=conf.dtype, device=conf.device)).sum(dim=0)
-    sum_correct = (in_bin & correct[:, None]).sum(dim=0)
-    return count, sum_conf, sum_correct
+    values ≤ e_0, bin M − 1 values > e_M): :func:`~calibrate_cli.engine.binning.assign_bins` and
+    :func:`~calibrate_cli.engine.binning.torch_bin_sums` (masked column sums: a fixed reduction order)."""
+    count, sum_conf, sum_correct = torch_bin_sums(assign_bins(conf, edges)[:, None], conf[:, None],
+                                                  correct[:, None], edges.shape[0] - 1)
+    return count[0], sum_conf[0], sum_correct[0]
 
 
-def _chunk_sums(x, y, edges, *, is_logits: bool, top5: bool, n: int, tolerance: float):
+def _chunk_sums(ops, x, y, edges, *, is_logits: bool, top5: bool, n: int, tolerance: float):
     """One row chunk: (conf, correct, int sums, float sums), the per-row quantities from
-    :func:`~calibrate_cli.engine.torch_pass.row_quantities` (the torch engine's formulas). The int sums:
+    :func:`~calibrate_cli.engine.rows.row_stats` (``ops``: the tensors' namespace). The int sums:
     width-bin counts (M), bin #correct (M), #correct, #top-5, #infinite NLL, #s99, #s99 correct, #rows
     with a non-finite score, #rows of probabilities outside [0, 1] or whose sum is off by more than
     ``tolerance``. The float sums: width-bin Σconf (M), Σconf, Σ finite NLL, Σ finite NLL / n, Σ Brier."""
     import torch
 
-    from .torch_pass import row_quantities
-
     f64 = torch.float64
-    p, conf, correct, nll, brier, hit5 = row_quantities(x, y, is_logits=is_logits, work=f64, top5=top5)
+    rows = row_stats(ops, x, y, is_logits=is_logits, top5=top5)
+    p, conf, correct, nll, brier, hit5 = rows.p, rows.conf, rows.correct, rows.nll, rows.brier, rows.top5
     if is_logits:
         bad_probs = torch.zeros_like(y, dtype=torch.bool)
     else:
@@ -298,17 +281,6 @@ def _numpy_dtype(dtype):
 
 
 _COMPILED: dict = {}
-
-
-def _triton_pass(device, k: int):
-    """The one-kernel pass of :mod:`calibrate_cli.engine.triton_pass` for a CUDA device, or None."""
-    if device.type != "cuda" or os.environ.get(COMPILE_ENV, "1") == "0":
-        return None
-    try:
-        from . import triton_pass as _triton_pass
-    except ImportError:  # no triton
-        return None
-    return _triton_pass.run_pass if k <= _triton_pass.MAX_K else None
 
 
 def _compiled_pass(device):

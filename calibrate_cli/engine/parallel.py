@@ -46,6 +46,30 @@ def cpu_threads() -> int:
     return max(1, min(_cpus(), MAX_DEFAULT_THREADS))
 
 
+#: the fewest rows a chunk of the compiled (C extension) summary pass holds at vocabulary-scale K
+#: (:func:`chunk_rows`): each chunk has a fixed cost (a call, its column sums, and when asked its
+#: (K, M) classwise cells, which at K = 128256 and 8 rows outweigh the rows themselves)
+MIN_CHUNK_ROWS = 32
+#: ... as long as the chunk holds at most this many values (a float16 chunk widened to float32: 16 MB
+#: per thread; the C loops themselves keep two rows of K, whatever the chunk's size)
+MAX_CHUNK_ELEMENTS = 1 << 22
+#: the number of classes from which :data:`MIN_CHUNK_ROWS` applies
+WIDE_K = 1 << 14
+
+
+def chunk_rows(k: int, elements: int, *, compiled: bool = False) -> int:
+    """Rows per chunk of a pass over (N, K) scores: ``elements`` // K (at least one), raised for the
+    compiled pass (``compiled``: its memory per chunk does not grow with the rows as numpy's float64
+    temporaries do) at K ≥ :data:`WIDE_K` to :data:`MIN_CHUNK_ROWS`, within :data:`MAX_CHUNK_ELEMENTS`
+    values. A function of K (and the path) alone: never of the thread count, so whatever is summed
+    over chunks in chunk order has the same bits on any number of threads."""
+    k = max(int(k), 1)
+    rows = max(1, elements // k)
+    if compiled and k >= WIDE_K and rows < MIN_CHUNK_ROWS:
+        rows = max(rows, min(MIN_CHUNK_ROWS, MAX_CHUNK_ELEMENTS // k))
+    return rows
+
+
 def _cpus() -> int:
     try:
         cpus = len(os.sched_getaffinity(0))

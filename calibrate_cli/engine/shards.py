@@ -30,16 +30,13 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from .binning import BinStats, SparseBinStats
 from ..errors import InputError
 from ..evaluate import EvalReport, SummarizedData, report_from_summary, summarize_data
 from ..metrics.functional import DEFAULT_N_BINS
 from ..data.predictions import InputKind, Predictions
-from .summary import DENSE_CELLS, PredictionSummary, check_compat
+from .summary import PredictionSummary, check_compat, merge_classwise
 
 __all__ = ["ShardedData", "merge_summaries", "summarize_shard", "summarize_shards", "evaluate_shards", "report_from_shards", "dask_client"]
-
-#: K·M up to this many cells stay dense whatever N (as :mod:`calibrate_cli.engine.summary` decides)
 
 #: ``load(shard) -> (scores, labels)`` or ``(scores, labels, scores_name, labels_name)``
 Loader = Callable[[Any], tuple]
@@ -54,47 +51,6 @@ class ShardedData:
     n_shards: int
     predictions: Predictions | None = None
     input_kind: str = "logits"
-
-
-def _classwise_parts(stats: BinStats | SparseBinStats) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(flat cell keys k·M + b, count, Σp, Σy) of the non-empty cells of a shard's classwise statistics."""
-    if isinstance(stats, SparseBinStats):
-        return stats.keys, stats.counts, stats.sums_conf, stats.sums_correct
-    keys = np.flatnonzero(stats.count)
-    return keys, stats.count.ravel()[keys], stats.sum_conf.ravel()[keys], stats.sum_correct.ravel()[keys]
-
-
-def _merge_classwise(parts: Sequence[BinStats | SparseBinStats], n: int, k: int) -> BinStats | SparseBinStats:
-    """Add the shards' classwise statistics in shard order; dense (K, M) when a single pass over the
-    N samples would keep them dense (K·M ≤ max(N·K, 2²⁰)), else the sorted non-empty cells."""
-    edges = parts[0].edges
-    m = int(np.asarray(edges).shape[0] - 1)
-    if k * m <= max(n * k, DENSE_CELLS):
-        count, sum_p, sum_y = np.zeros((k, m), dtype=np.int64), np.zeros((k, m)), np.zeros((k, m))
-        for stats in parts:
-            if isinstance(stats, SparseBinStats):  # total + shard at its cells (+ 0 elsewhere, as a dense add)
-                count.ravel()[stats.keys] += stats.counts
-                sum_p.ravel()[stats.keys] += stats.sums_conf
-                sum_y.ravel()[stats.keys] += stats.sums_correct
-            else:
-                count += stats.count
-                sum_p += stats.sum_conf
-                sum_y += stats.sum_correct
-        return BinStats(edges=edges, count=count, sum_conf=sum_p, sum_correct=sum_y, n=n)
-    cells = [_classwise_parts(stats) for stats in parts]
-    keys, where = np.unique(np.concatenate([c[0] for c in cells]), return_inverse=True)
-    totals = []
-    for column, dtype in ((1, np.int64), (2, np.float64), (3, np.float64)):
-        total = np.zeros(keys.shape[0], dtype=dtype)
-        start = 0
-        for c in cells:  # shard by shard, in order (each shard's keys are unique)
-            stop = start + c[0].shape[0]
-            total[where[start:stop]] += c[column]
-            start = stop
-        totals.append(total)
-    return SparseBinStats(
-        edges=edges, n=n, n_classes=k, keys=keys, counts=totals[0], sums_conf=totals[1], sums_correct=totals[2]
-    )
 
 
 def merge_summaries(summaries: Sequence[PredictionSummary], *, names: Sequence[str] | None = None) -> PredictionSummary:
@@ -124,8 +80,9 @@ def merge_summaries(summaries: Sequence[PredictionSummary], *, names: Sequence[s
         for f in fields(PredictionSummary)
         if isinstance(getattr(first, f.name), np.ndarray)
     }
-    classwise = None if first.classwise is None else _merge_classwise([s.classwise for s in summaries], n, first.k)
-    return replace(first, n=n, classwise=classwise, **per_sample)
+    classwise = None if first.classwise is None else merge_classwise([s.classwise for s in summaries], n, first.k)
+    # what was made from the first shard's columns alone (bins, in-order sums, sort keys) is not the union's
+    return replace(first, n=n, classwise=classwise, width=None, in_order=None, sort_keys=None, **per_sample)
 
 
 def _file_of(shard) -> str:
@@ -284,7 +241,7 @@ def check_scheduler_address(address: str) -> str:
 def probe_scheduler(address: str, timeout: float) -> None:
     """Connect to ``address`` and complete distributed's handshake within ``timeout`` seconds (plus
     one), then close: a server that accepts the connection but never answers would otherwise keep
-    ``Client`` waiting for ever (measured: still waiting after 500 s). Raises TimeoutError when it
+    ``Client`` waiting for ever. Raises TimeoutError when it
     does not answer in time, OSError when it cannot be reached or answers in another protocol."""
     import asyncio
     import threading

@@ -5,7 +5,7 @@ sum equal to ``np.sum`` of an array that is never held whole.
 int64 sort of packed keys: a confidence in [0, 2) is a non-negative float64 whose two top bits
 (sign and exponent MSB) are 0, so its bit pattern read as an integer is monotone in its value and
 ``key = bits << 1 | correct`` holds both, sorted by confidence (ties: incorrect before correct).
-numpy sorts int64 with SIMD (x86-simd-sort): ~10× faster than the stable ``argsort`` it replaces,
+numpy sorts int64 with SIMD (x86-simd-sort): far faster than the stable ``argsort`` it replaces,
 and no (N,) index array or gathered copies are made. The order within a run of equal confidences
 is irrelevant to every consumer: AdaECE's edges read order statistics (values only), KS-CE is
 evaluated at the end of each run of ties, SmoothECE adds each sample's share to grid nodes. With
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .parallel import run_together, together
+from . import native
 
 __all__ = [
     "order_statistics",
@@ -49,7 +49,7 @@ PIECE = 1 << 18
 
 def distinct(values: np.ndarray) -> np.ndarray:
     """``np.unique(values)`` of a 1-D array without NaN: its distinct values, ascending. (np.unique's
-    first call imports numpy.ma, ~8 ms of a `calib eval` process that needs only a few small sets.)"""
+    first call imports numpy.ma, which a `calib eval` process that needs a few small sets can skip.)"""
     ordered = np.sort(np.asarray(values).ravel())
     if ordered.shape[0] < 2:
         return ordered
@@ -92,13 +92,7 @@ def pack_keys(conf: np.ndarray, correct: np.ndarray, out: np.ndarray) -> None:
 
 def pack_checked(conf: np.ndarray, correct: np.ndarray, out: np.ndarray) -> bool:
     """:func:`pack_keys` into ``out`` if every confidence is :func:`packable` (True); else False, with
-    ``out`` partly written. One pass with the C extension (its ``pack_keys``), else numpy's min, max,
-    shift and or; the same keys."""
-    compiled = _ckernel()
-    if (compiled is not None and conf.dtype == np.dtype(np.float64) and correct.dtype == np.bool_
-            and out.dtype == np.dtype(np.int64) and conf.flags.c_contiguous and correct.flags.c_contiguous
-            and out.flags.c_contiguous):
-        return bool(compiled.pack_keys(conf, correct, out))
+    ``out`` partly written (numpy's min, max, shift and or)."""
     if conf.shape[0] and not packable(conf):
         return False
     pack_keys(conf, correct, out)
@@ -107,24 +101,8 @@ def pack_checked(conf: np.ndarray, correct: np.ndarray, out: np.ndarray) -> bool
 
 def sort_packed(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sort the keys of :func:`pack_keys` in place; (conf ascending as a float64 view of their buffer,
-    correct in that order as bool).
-
-    With the C extension, its ``unpack_keys`` takes the keys apart in one pass (``keys >>= 1`` and
-    ``keys & 1``), from :data:`~calibrate_cli.engine.parallel.TOGETHER_SAMPLES` keys on in two halves at once
-    (:func:`~calibrate_cli.engine.parallel.run_together`); else numpy's shift and a strided view of each
-    key's low byte. Every way gives the same arrays."""
+    correct in that order as bool): numpy's shift and a strided view of each key's low byte."""
     keys.sort()
-    compiled = _ckernel()
-    if compiled is not None and keys.flags.c_contiguous and keys.dtype == np.dtype(np.int64):
-        n = keys.shape[0]
-        correct_sorted = np.empty(n, dtype=bool)
-        if together(n):
-            half = n // 2
-            run_together(lambda: compiled.unpack_keys(keys[:half], correct_sorted[:half]),
-                         lambda: compiled.unpack_keys(keys[half:], correct_sorted[half:]))
-        else:
-            compiled.unpack_keys(keys, correct_sorted)
-        return keys.view(np.float64), correct_sorted
     low_bytes = keys.view(np.uint8)[:: keys.itemsize]  # a strided view of each key's least significant byte
     if keys.dtype.byteorder == ">" or (keys.dtype.byteorder == "=" and np.little_endian is False):
         low_bytes = keys.view(np.uint8)[keys.itemsize - 1 :: keys.itemsize]  # pragma: no cover - big-endian
@@ -149,7 +127,8 @@ def order_statistics(values: np.ndarray, ranks) -> np.ndarray:
     :data:`SELECT_GATHER` values, sorted: sorting them by value orders them by bucket too) and finds
     the smallest and largest member of the others, which become the next sets, until a set holds
     one value. The values are read in pieces of :data:`PIECE`: temporaries stay small (with the C
-    extension, ``bucket_counts`` and ``bucket_gather`` make each pass without them)."""
+    extension, :func:`~calibrate_cli.engine.native.bucket_counts` and ``bucket_gather`` make each pass
+    without them; docs/performance.md compares ``np.partition``)."""
     values = np.asarray(values, dtype=np.float64)
     n = values.shape[0]
     ranks = np.asarray(ranks, dtype=np.int64)
@@ -159,7 +138,7 @@ def order_statistics(values: np.ndarray, ranks) -> np.ndarray:
     if n == 0 or ranks.min() < 0 or ranks.max() >= n:
         raise ValueError(f"ranks must lie in [0, {n})")
     # the C extension's two passes (no temporaries), on a contiguous array; else numpy's, in pieces
-    compiled = _ckernel() if values.flags.c_contiguous else None
+    compiled = native.use() and values.flags.c_contiguous
     sets = [(float(values.min()), float(values.max()), 0, n, distinct(ranks))]  # (lo, hi, below, size, wanted)
     while sets:
         lo, hi, below, size, wanted = sets.pop()
@@ -170,8 +149,8 @@ def order_statistics(values: np.ndarray, ranks) -> np.ndarray:
                 out[ranks == r] = members[0 if lo == hi else r - below]
             continue
         count = np.zeros(SELECT_BUCKETS, dtype=np.int64)
-        if compiled is not None:
-            compiled.bucket_counts(values, lo, hi, scale, count)
+        if compiled:
+            native.bucket_counts(values, lo, hi, scale, count)
         else:
             for piece in _pieces(values, lo, hi, size):
                 count += np.bincount(_bucket(piece, lo, scale), minlength=SELECT_BUCKETS)
@@ -188,9 +167,9 @@ def order_statistics(values: np.ndarray, ranks) -> np.ndarray:
         low = np.full(SELECT_BUCKETS, np.inf)
         high = np.full(SELECT_BUCKETS, -np.inf)
         gathered = []
-        if compiled is not None:
+        if compiled:
             gathered.append(np.empty(int(count[small].sum())))
-            compiled.bucket_gather(values, lo, hi, scale, is_small, is_big, gathered[0], low, high)
+            native.bucket_gather(values, lo, hi, scale, is_small, is_big, gathered[0], low, high)
         else:
             for piece in _pieces(values, lo, hi, size):
                 b = _bucket(piece, lo, scale)
@@ -213,14 +192,6 @@ def order_statistics(values: np.ndarray, ranks) -> np.ndarray:
     return out
 
 
-def _ckernel():
-    """The C extension (``bucket_counts``, ``bucket_gather``, ``ks_sorted``, ``pack_keys``, ``unpack_keys``) when
-    built, else None."""
-    from .kernels import _ckernel as compiled
-
-    return compiled
-
-
 def _pieces(values: np.ndarray, lo: float, hi: float, size: int):
     """The members of [lo, hi] of consecutive pieces of ``values`` (every value when the range holds all)."""
     whole = size == values.shape[0]
@@ -239,13 +210,11 @@ def _bucket(piece: np.ndarray, lo: float, scale: float) -> np.ndarray:
 def ks_from_sorted(conf: np.ndarray, correct: np.ndarray) -> float:
     """max_t |Σ_{conf_i ≤ t} (conf_i − correct_i)| / N over the sorted samples, evaluated at the end
     of each run of equal confidences. The prefix sum is ``np.cumsum`` (sequential) taken piece by
-    piece with the carry added to each piece's first term, so it equals one cumsum over all N; with
-    the C extension, its ``ks_sorted`` makes the same sum in one pass."""
+    piece with the carry added to each piece's first term, so it equals one cumsum over all N; with the
+    C extension, :func:`~calibrate_cli.engine.native.ks_sorted` makes the same sum in one pass."""
     n = conf.shape[0]
-    compiled = _ckernel()
-    if compiled is not None and n:
-        return compiled.ks_sorted(np.ascontiguousarray(conf, dtype=np.float64),
-                                  np.ascontiguousarray(correct, dtype=bool)) / n
+    if n and native.use():
+        return native.ks_sorted(conf, correct) / n
     best, carry = 0.0, 0.0
     for start in range(0, n, PIECE):
         stop = min(n, start + PIECE)

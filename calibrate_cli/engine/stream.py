@@ -28,11 +28,13 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from ..errors import InputError
-from .binning import uniform_edges
+from .binning import BinStats, class_bin_statistics, uniform_edges
+from .devices import NumpyOps
 from .kernels import check_engine
+from .rows import softmax_and_log_normalizer
 from ..data import predictions as _predictions
 from ..data.predictions import Predictions, as_predictions
-from .summary import ColumnTotals, PredictionSummary, check_compat, summarize
+from .summary import ColumnTotals, PredictionSummary, check_compat, merge_classwise, summarize
 
 __all__ = ["RowCountMismatch", "chunk_rows", "rechunk", "summarize_blocks"]
 
@@ -127,10 +129,9 @@ def summarize_blocks(
         del predictions, pieces, piece, scores, labels
     if first is None:
         raise InputError(f"{scores_name}: holds no rows (N = 0)")
-    from .shards import _merge_classwise
-
     n, merged = columns.result()
-    return replace(first, n=n, classwise=_merge_classwise(classwise, n, first.k), **merged)
+    return replace(first, n=n, classwise=merge_classwise(classwise, n, first.k), width=None, in_order=None,
+                   sort_keys=None, **merged)
 
 
 class _Pieces:
@@ -217,13 +218,10 @@ def _chunk_summaries(predictions: Predictions, n_bins: int, compat, scores_name:
         piece = summarize(predictions, n_bins=n_bins, compat=compat, classwise=True, scores_name=scores_name,
                           engine=engine)
         return [piece], piece.classwise
-    from .binning import BinStats, assign_bins
-    from ..data.probabilities import softmax_and_log_normalizer
-
     count = np.zeros(k * m, dtype=np.int64)
     sum_p = np.zeros(k * m)
     sum_y = np.zeros(k * m)
-    offsets = (np.arange(k, dtype=np.int64) * m)[None, :]
+    ops = NumpyOps()
     pieces = []
     for start in range(0, rows, step):
         part = Predictions(
@@ -231,24 +229,13 @@ def _chunk_summaries(predictions: Predictions, n_bins: int, compat, scores_name:
             input_kind=predictions.input_kind,
         )
         pieces.append(summarize(part, n_bins=n_bins, classwise=False, scores_name=scores_name, engine=engine))
-        # the chunk's classwise statistics, continued (summary._class_bin_statistics, dense, in parts)
+        # the chunk's classwise statistics, continued from the previous sub-chunk's sums
         if part.input_kind == "logits":
-            p = softmax_and_log_normalizer(part.scores, dtype=np.float64)[0]
+            p = softmax_and_log_normalizer(ops, part.scores)[0]
         else:
             p = np.asarray(part.scores, dtype=np.float64)
-        idx = assign_bins(p, edges, lowest_closed=True)
-        keys = idx + offsets
-        r = np.arange(part.n)
-        inside = idx >= 0
-        if inside.all():
-            flat_keys, flat_p = keys.ravel(), p.ravel()
-        else:
-            flat_keys, flat_p = keys[inside], p[inside]
-        true_keys = keys[r, part.labels][inside[r, part.labels]]
-        count += np.bincount(flat_keys, minlength=k * m)
-        np.add.at(sum_p, flat_keys, flat_p.astype(np.float64, copy=False))
-        sum_y += np.bincount(true_keys, minlength=k * m)
-        del p, idx, keys, inside, flat_keys, flat_p
+        class_bin_statistics(p, part.labels, edges, into=(count, sum_p, sum_y))
+        del p
     stats = BinStats(edges=edges, count=count.reshape(k, m), sum_conf=sum_p.reshape(k, m),
                      sum_correct=sum_y.reshape(k, m), n=rows)
     return pieces, stats

@@ -16,17 +16,19 @@ refused in that mode.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .binning import BinStats, SparseBinStats, add_bin_sums, assign_bins, torch_linspace_edges, uniform_edges
+from .binning import (S99_THRESHOLD, BinStats, SparseBinStats, add_bin_sums, bin_statistics, torch_linspace_edges,
+                      uniform_edges)
 from ..errors import InputError
+from .devices import NumpyOps
 from .kernels import check_engine, chunk_statistics, top_label_chunk, top_label_runs
-from ..metrics.registry import S99_THRESHOLD
+from .rows import row_stats
 from ..data.pages import release_rows
-from .parallel import cpu_threads, map_chunks
+from .parallel import chunk_rows, cpu_threads, map_chunks, together
 from ..data import predictions as _predictions
 from ..data.predictions import Predictions
 from .sorting import PairwisePieces, PairwiseSum, pack_checked
@@ -130,13 +132,14 @@ class PredictionSummary:
                  (:func:`~calibrate_cli.engine.sorting.pack_keys`; int64, (N,)) when asked for; for the
                  caller to sort (in place: :func:`~calibrate_cli.engine.sorting.sort_packed`); else None
 
-    width        with ``width_only``: the equal-width bins (:class:`BinStats`), made during the pass
-    in_order     with ``width_only``: the sums in sample order (``metrics.order_sums``' dict), made
-                 during the pass
+    width        the equal-width bins (:class:`BinStats`) when the request asked for them (made during
+                 the pass where it can, else from the columns: :func:`with_pass_sums`); else None
+    in_order     the sums in sample order (``metrics.order_sums``' dict) likewise; else None
 
-    A summary made with ``top_label_only`` (by the C extension) holds the confidences and correctness
-    only: nll, brier, top5, classwise and totals are all None. One made with ``width_only`` holds
-    ``width`` and ``in_order`` only: its confidences and correctness are None too.
+    A request of the top label's sums alone, without the columns (:class:`SummaryRequest`), gives a
+    summary of the confidences and correctness only where the C extension computes just those: nll,
+    brier, top5, classwise and totals are None; of the equal-width bins and in-order sums alone, one of
+    ``width`` and ``in_order`` only (confidences and correctness None too, no (N,) array made).
     """
 
     n: int
@@ -201,34 +204,6 @@ class _InOrderSums:
 DENSE_CELLS = 1 << 20
 
 
-def _class_bin_statistics(p: np.ndarray, labels: np.ndarray, edges: np.ndarray, lowest_closed: bool) -> tuple:
-    """One chunk's per-(class, bin) count, Σp and Σ[y = k]: dense (K, M) arrays when K·M is at most
-    the chunk's size (or small), else ``("sparse", keys, count, Σp, Σy)`` over the non-empty cells
-    only. Both sum each cell's values in the same (row-major) order, so they agree bit for bit."""
-    rows, k = p.shape
-    m = edges.shape[0] - 1
-    idx = assign_bins(p, edges, lowest_closed=lowest_closed)
-    keys = idx + (np.arange(k, dtype=np.int64) * m)[None, :]
-    inside = idx >= 0
-    if inside.all():
-        flat_keys, flat_p = keys.ravel(), p.ravel()
-    else:
-        flat_keys, flat_p = keys[inside], p[inside]
-    true_keys = keys[np.arange(rows), labels]
-    true_keys = true_keys[inside[np.arange(rows), labels]]
-    weights = flat_p.astype(np.float64, copy=False)
-    if k * m <= max(rows * k, 1 << 16):
-        count = np.bincount(flat_keys, minlength=k * m)
-        sum_p = np.bincount(flat_keys, weights=weights, minlength=k * m)
-        sum_y = np.bincount(true_keys, minlength=k * m).astype(np.float64)
-        return count.reshape(k, m), sum_p.reshape(k, m), sum_y.reshape(k, m)
-    cells, where = np.unique(flat_keys, return_inverse=True)
-    count = np.bincount(where, minlength=cells.shape[0])
-    sum_p = np.bincount(where, weights=weights, minlength=cells.shape[0])
-    sum_y = np.bincount(np.searchsorted(cells, true_keys), minlength=cells.shape[0]).astype(np.float64)
-    return "sparse", cells, count, sum_p, sum_y
-
-
 class _ClassTotals:
     """The chunks' classwise statistics added in chunk order: dense (K, M) arrays when that is not
     much more than the input (K·M ≤ max(N·K, 2²⁰)), else sorted non-empty cells (memory ∝ input)."""
@@ -276,6 +251,21 @@ class _ClassTotals:
         )
 
 
+def merge_classwise(parts, n: int, k: int) -> BinStats | SparseBinStats:
+    """The classwise statistics of the union of disjoint sets of samples (chunks, shards: ``parts``,
+    dense or sparse, in order), N = ``n`` in all: counts and Σ[y = k] add exactly, Σp adds in the
+    order of ``parts``; dense (K, M) when a single pass over the N samples keeps them dense
+    (:class:`_ClassTotals`), else the sorted non-empty cells."""
+    edges = parts[0].edges
+    totals = _ClassTotals(n, k, int(np.asarray(edges).shape[0] - 1))
+    for stats in parts:
+        if isinstance(stats, SparseBinStats):
+            totals.add(("sparse", stats.keys, stats.counts, stats.sums_conf, stats.sums_correct))
+        else:
+            totals.add((stats.count, stats.sum_conf, stats.sum_correct))
+    return totals.stats(edges, n)
+
+
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
@@ -294,7 +284,7 @@ def _check_float32_range(scores: np.ndarray, first_row: int, compat: str, scores
         )
 
 
-def _device_ops(device: str | None):
+def device_ops(device: str | None):
     """The torch namespace of ``device``, or None where it resolves to numpy ("cpu", "auto" without a GPU)."""
     if device is None or device == "cpu":
         return None
@@ -320,11 +310,63 @@ def _thread_buffers(rows: int) -> tuple[np.ndarray, ...]:
     return tuple(b[:rows] for b in buffers)
 
 
+#: score dtypes read by widening each row chunk into a reused float32 buffer (exactly: every float16
+#: is a float32), so that the C extension's float32 loops run on them and no widened copy of the
+#: whole array is made
+HALF_DTYPES = (np.dtype(np.float16),)
+
+_half_buffers = threading.local()
+
+
+def widened_rows(scores: np.ndarray) -> np.ndarray:
+    """The (rows, K) float16 chunk ``scores`` as float32 (exact), in this thread's buffer, reused from
+    chunk to chunk (grown when a chunk is larger): what ``scores.astype(np.float32)`` holds, without
+    a new allocation per chunk. Valid until this thread's next call."""
+    size = scores.size
+    buffer = getattr(_half_buffers, "array", None)
+    if buffer is None or buffer.shape[0] < size:
+        buffer = np.empty(size, dtype=np.float32)
+        _half_buffers.array = buffer
+    out = buffer[:size].reshape(scores.shape)
+    np.copyto(out, scores, casting="safe")
+    return out
+
+
+#: the sums (:class:`~calibrate_cli.metrics.registry.MetricSums`' fields) made from the top label alone
+TOP_LABEL_SUMS = frozenset({"width", "mass", "correct", "conf", "s99", "s99_correct", "samples"})
+#: those the pass makes as the chunks arrive, without an (N,) array: the equal-width bins, the in-order sums
+IN_PASS_SUMS = frozenset({"width", "correct", "conf", "s99", "s99_correct"})
+#: the in-order sums (:func:`in_order_sums`)
+ORDER_SUMS = frozenset({"correct", "conf", "s99", "s99_correct"})
+
+
+@dataclass(frozen=True)
+class SummaryRequest:
+    """What one summary pass is asked for; the pass picks its path from it (no mode flags).
+
+    sums     the sufficient sums the wanted metrics read (:class:`~calibrate_cli.metrics.registry.MetricSums`'
+             fields, as ``metrics.registry.sums_needed`` gives them); None: every per-sample column and
+             the classwise statistics, and nothing made from them
+    columns  keep the per-sample columns (labels, confidences, correctness, NLL, Brier, top-5), for a
+             caller that resamples or merges them (the bootstrap, shards); False: NLL, Brier and top-5
+             become their sums (:class:`SampleTotals`), and a request of the top label's sums alone is
+             computed from the top label alone (no NLL, Brier, top-5 or classwise work)
+
+    With ``sums`` given, the summary holds ``width`` (the equal-width bins) when "width" is asked and
+    ``in_order`` when one of :data:`ORDER_SUMS` is: made during the pass where it can, else from the
+    columns after it; and the pass packs the sort keys of the one sort (``sort_keys``) where the
+    caller drops the columns and a sum needs the sorted samples ("samples": KS-CE, SmoothECE)."""
+
+    sums: frozenset | None = None
+    columns: bool = True
+
+
 def summarize(
     predictions: Predictions,
     *,
     n_bins: int = 15,
     compat: str | None = None,
+    request: SummaryRequest | None = None,
     classwise: bool = True,
     scores_name: str = "scores",
     engine: str | None = None,
@@ -336,11 +378,13 @@ def summarize(
 ) -> PredictionSummary:
     """Compute the per-sample quantities (and classwise bin statistics) of ``predictions``.
 
+    ``request`` (:class:`SummaryRequest`): what the pass is for; it decides the flags below, which
+    are kept for the callers not yet converted and ignored when ``request`` is given.
+
     ``scores_name`` names the scores in errors (compat mode refuses scores beyond float32's range).
     ``engine`` computes each chunk (:mod:`~calibrate_cli.engine.kernels`): ``"numpy"``, or ``"fused"`` (one
-    compiled loop per chunk: the C extension, else numba; same numbers); None: ``$CALIB_ENGINE``, else
-    fused when the C extension is built (any size) or numba is installed and the input is large
-    (:func:`~calibrate_cli.engine.kernels.fused_min_values`).
+    compiled loop per chunk: the C extension, the same definition within the numeric contract); None:
+    ``$CALIB_ENGINE``, else fused when the C extension is built.
 
     ``sums_only``: keep the NLL, Brier and top-5 columns as their sums only (``totals``, each equal
     to ``np.sum`` of the column, :class:`~calibrate_cli.engine.sorting.PairwiseSum`): 17 bytes per sample
@@ -355,8 +399,10 @@ def summarize(
 
     ``top_label_only``: only the confidences and correctness are wanted (ECE, MCE, accuracy, ...):
     where the C extension runs (the fused engine on the CPU, float32/float64 scores, no compat mode)
-    its ``top_label_rows`` computes just those, the same bits (:func:`~calibrate_cli.engine.kernels.top_label_chunk`),
-    and the summary holds no NLL, Brier, top-5 or classwise statistics; elsewhere the full pass runs.
+    its ``top_label_rows`` computes just those (:func:`~calibrate_cli.engine.kernels.top_label_chunk`), elsewhere
+    the row pass asked for those alone (:func:`~calibrate_cli.engine.rows.row_stats`), and the summary
+    holds no NLL, Brier, top-5 or classwise statistics; on a torch device or in the compat mode the
+    full pass runs.
 
     Predictions whose values are not checked yet (``predictions.pending``) are checked here, each row
     chunk before it is computed: the errors of :func:`~calibrate_cli.data.predictions.as_predictions`, the
@@ -366,18 +412,33 @@ def summarize(
     threads (float64 confidences; None when one lies outside [0, 2) or in compat mode), so that the
     one sort after the pass starts from them.
 
-    ``width_only`` (with ``top_label_only``, where that runs; not with ``sort_keys``): only the
+    ``width_only`` (with ``top_label_only``; not with ``sort_keys``): only the
     equal-width bins and the sums in sample order are wanted (ECE, MCE, RMS-CE, accuracy, S99, ...):
     each chunk's confidences and correctness go to one of a few reused buffers and are binned and
     summed by this thread as the chunks arrive, in chunk order (:class:`_InOrderSums`: the bits of
     :func:`~calibrate_cli.metrics.functional.equal_width_bins` and :func:`~calibrate_cli.metrics.functional.order_sums`
     over all N). The summary holds ``width`` and ``in_order``; no (N,) array is made."""
     compat = check_compat(compat)
-    ops = _device_ops(device)
+    ops = device_ops(device)
     n, k = predictions.n, predictions.k
     engine = check_engine(engine, n * k)
-    top_label_only = (top_label_only and ops is None and compat is None and engine == "fused"
-                      and top_label_runs(predictions.scores.dtype))
+    sums = None
+    if request is not None and request.sums is not None:
+        sums = frozenset(request.sums)
+        classwise = "classwise_gap" in sums
+        sums_only = not request.columns
+        top_label_only = sums_only and sums <= TOP_LABEL_SUMS
+        width_only = sums <= IN_PASS_SUMS
+        sort_keys = sums_only and "samples" in sums and together(n)
+    elif request is not None:
+        classwise, sums_only, top_label_only, sort_keys, width_only = True, not request.columns, False, False, False
+    # the top label alone: by the C extension's top_label_rows where it runs, else by the row pass
+    # asked for conf and correct only (no NLL, Brier, top-5 or classwise work)
+    top_label_only = top_label_only and ops is None and compat is None
+    # float16 scores: each chunk widened into a reused float32 buffer (exact) for the C extension's loops
+    widen = (engine == "fused" and ops is None and compat is None and predictions.scores.dtype in HALF_DTYPES
+             and top_label_runs(np.float32))
+    compiled_top_label = top_label_only and engine == "fused" and (widen or top_label_runs(predictions.scores.dtype))
     if top_label_only:
         classwise, sums_only = False, False
     width_only = width_only and top_label_only and not sort_keys
@@ -390,11 +451,15 @@ def summarize(
     # the pass's threads: one chunk runs here, without a thread pool (a pool per call costs threads and
     # their malloc arenas); with a device, one chunk there at a time (torch threads within it on a CPU)
     threads = cpu_threads() if ops is None else 1  # cpu_threads checks $CALIB_THREADS whatever the size
-    if ops is None and n <= max(1, _predictions._CHUNK_ELEMENTS // max(k, 1)):
+    # rows per chunk: a function of K and the path (never of the threads); the C loops' chunks hold at
+    # least MIN_CHUNK_ROWS rows at vocabulary-scale K (parallel.chunk_rows)
+    compiled_rows = ops is None and engine == "fused" and compat is None and (
+        widen or top_label_runs(predictions.scores.dtype))
+    step = chunk_rows(k, _predictions._CHUNK_ELEMENTS, compiled=compiled_rows)
+    if ops is None and n <= step:
         threads = 1
     if width_only:  # a chunk's (conf, correct) buffers, reused: map_chunks holds at most threads + 1 chunks
         in_order = _InOrderSums(n, edges)
-        step = max(1, _predictions._CHUNK_ELEMENTS // max(k, 1))
         slots = [(np.empty(min(n, step)), np.empty(min(n, step), dtype=bool)) for _ in range(threads + 1)]
         confidences = correct = None
     else:
@@ -418,12 +483,17 @@ def summarize(
         if keys is not None and not unpackable and not pack_checked(conf, corr, keys[rows]):
             unpackable.append(rows.start)
 
+    if ops is not None:  # the torch engine, imported only for a torch device
+        from . import torch_pass
+
     def one_chunk(item: tuple[int, slice]):
         """Fill the per-sample arrays on the rows of chunk ``item`` (its index, its rows); return the
         chunk's classwise statistics, its column sums and, with ``width_only``, its (conf, correct)."""
         index, rows = item
         y = labels[rows]
         scores = predictions.scores[rows]
+        if widen:  # exact: the check and the loops see the very values
+            scores = widened_rows(scores)
         if pending is not None:  # the values' check, on the chunk this pass reads anyway
             pending.rows(scores, rows.start)
         size = rows.stop - rows.start
@@ -432,7 +502,12 @@ def summarize(
         else:
             conf_out, correct_out = confidences[rows], correct[rows]  # the kernels write here (fused: float64)
         if top_label_only:
-            top_label_chunk(scores, y, is_logits=is_logits, out=(conf_out, correct_out))
+            if compiled_top_label:
+                top_label_chunk(scores, y, is_logits=is_logits, out=(conf_out, correct_out))
+            else:
+                lean = row_stats(NumpyOps(), scores, y, is_logits=is_logits, nll=False, brier=False)
+                conf_out[...], correct_out[...] = lean.conf, lean.correct
+                del lean
             release_rows(predictions.scores, rows)
             release_rows(predictions.labels, rows)
             pack(rows, conf_out, correct_out)
@@ -444,11 +519,16 @@ def summarize(
         else:
             nll_out, brier_out, top5_out = nll[rows], brier[rows], top5[rows] if top5 is not None else None
         out = (conf_out, correct_out, nll_out, brier_out, top5_out if want_top5 else np.empty(0, dtype=bool))
-        conf, corr, nll_c, brier_c, top5_c, stats = chunk_statistics(
-            scores, y, edges, engine=engine, is_logits=is_logits, compat=compat, top5=want_top5,
-            classwise=classwise, lowest_closed=lowest_closed, work_dtype=work_dtype, ops=ops,
-            out=out if confidences.dtype == np.float64 else None,
-        )
+        if ops is not None:  # a torch device: the chunk runs there
+            conf, corr, nll_c, brier_c, top5_c, stats = torch_pass.torch_chunk(
+                ops, scores, y, edges, is_logits=is_logits, compat=compat, top5=want_top5, classwise=classwise,
+                lowest_closed=lowest_closed)
+        else:
+            conf, corr, nll_c, brier_c, top5_c, stats = chunk_statistics(
+                scores, y, edges, engine=engine, is_logits=is_logits, compat=compat, top5=want_top5,
+                classwise=classwise, lowest_closed=lowest_closed, work_dtype=work_dtype,
+                out=out if confidences.dtype == np.float64 else None,
+            )
         release_rows(predictions.scores, rows)
         release_rows(predictions.labels, rows)
         if conf is not conf_out:  # an engine that made its own arrays
@@ -465,12 +545,8 @@ def summarize(
         return stats, None, None
 
     # chunks run in parallel; their sums are added in chunk order (thread-count independent)
-    if ops is None:
-        chunks = predictions.row_chunks()
-    else:
-        from .torch_pass import TORCH_CHUNK_ELEMENTS
-
-        chunks = predictions.row_chunks(TORCH_CHUNK_ELEMENTS)
+    chunks = (_predictions.row_chunks(n, 1, step) if ops is None  # slices of `step` rows
+              else predictions.row_chunks(torch_pass.TORCH_CHUNK_ELEMENTS))
     for stats, columns, piece in map_chunks(one_chunk, enumerate(chunks), threads):
         if stats is not None:
             totals.add(stats)
@@ -480,7 +556,7 @@ def summarize(
             in_order.add(*piece)
 
     classwise_stats = totals.stats(edges, n) if classwise else None
-    return PredictionSummary(
+    summary = PredictionSummary(
         n=n,
         k=k,
         labels=labels,
@@ -496,3 +572,28 @@ def summarize(
         width=in_order.width() if width_only else None,
         in_order=in_order.in_order() if width_only else None,
     )
+    if sums is not None and sums & IN_PASS_SUMS:  # what was asked, whatever path the pass took
+        summary = with_pass_sums(summary, n_bins, width="width" in sums, order=bool(sums & ORDER_SUMS))
+    return summary
+
+
+def with_pass_sums(summary: PredictionSummary, n_bins: int, *, width: bool = True,
+                   order: bool = True) -> PredictionSummary:
+    """``summary`` holding its equal-width bins (``width``: M = ``n_bins`` bins (b/M, (b+1)/M], bin 0
+    closed; float32 torch.linspace edges, bin 0 open, in the compat mode) and its in-order sums
+    (``in_order``: :func:`in_order_sums`): those the pass made, else made here from the per-sample
+    confidences and correctness (a merged or hand-made summary), the same bits."""
+    bins, sums = summary.width, summary.in_order
+    changes = {}
+    if width and (bins is None or bins.n_bins != n_bins):
+        conf = summary.confidences
+        if summary.compat:
+            edges, lowest_closed, conf = torch_linspace_edges(n_bins), False, np.asarray(conf, dtype=np.float32)
+        else:
+            edges, lowest_closed = uniform_edges(n_bins), True
+        changes["width"] = bin_statistics(conf, summary.correct, edges, lowest_closed=lowest_closed)
+    if order and sums is None:
+        hits, s99, s99_correct = order_counts(summary.confidences, summary.correct)
+        changes["in_order"] = in_order_sums(hits, float(np.sum(summary.confidences, dtype=np.float64)), s99,
+                                            s99_correct)
+    return replace(summary, **changes) if changes else summary

@@ -37,7 +37,8 @@ from .registry import (
 )
 from ..data.predictions import InputKind, as_predictions
 from ..engine.sorting import sort_by_confidence
-from ..engine.summary import PredictionSummary, SampleTotals, check_compat, in_order_sums, order_counts, summarize
+from ..engine.summary import (PredictionSummary, SampleTotals, check_compat, in_order_sums, order_counts, summarize,
+                              with_pass_sums)
 
 __all__ = [
     "DEFAULT_N_BINS",
@@ -139,25 +140,21 @@ def summary_sums(
     for every sum that depends on that order) and AdaECE's edges are selected, not sorted for.
 
     ``in_order``: :func:`order_sums` of the summary when already computed (e.g. beside the sort).
-    A summary made with ``width_only`` carries its equal-width bins and these sums (``s.width``,
-    ``s.in_order``), made during its pass: they are used when not given.
+    The summary's own equal-width bins and in-order sums (``s.width``, ``s.in_order``:
+    :func:`~calibrate_cli.engine.summary.with_pass_sums`) are used when not given.
     """
     needed = sums_needed(names)
     s, one = summary, lambda x: np.array([x], dtype=np.float64)  # noqa: E731
     consume = consume and _sortable_in_place(s.confidences) and s.compat is None
-    if width is None and s.width is not None and s.width.n_bins == n_bins:
-        width = s.width
-    if in_order is None:
-        in_order = s.in_order
-    if width is None:
-        width = equal_width_bins(s.confidences, s.correct, n_bins, compat=s.compat)
+    # the equal-width bins and in-order sums the pass made (else from the columns, before any in-place sort)
+    s = with_pass_sums(s, n_bins, width=width is None, order=in_order is None)
+    width = s.width if width is None else width
+    in_order = s.in_order if in_order is None else in_order
     if ordered is None and not consume and ("samples" in needed or (mass is None and "mass" in needed)):
         ordered = sort_by_confidence(s.confidences, s.correct)
     if mass is None and "mass" in needed:
         sorted_conf = None if ordered is None else ordered[0]
         mass = equal_mass_bins(s.confidences, s.correct, n_bins, compat=s.compat, sorted_confidences=sorted_conf)
-    if in_order is None:  # before an in-place sort reorders the confidences
-        in_order = order_sums(s)
     if ordered is None and "samples" in needed:
         ordered = sort_by_confidence(s.confidences, s.correct, in_place=True)
     columns = {}
@@ -246,7 +243,7 @@ def _point(summary: PredictionSummary, names, n_bins: int = DEFAULT_N_BINS, **bi
 _OPTIONAL_SOURCES = {"class_samples": "class_sorted"}
 
 
-def _summary_has(summary: PredictionSummary, sum_field: str) -> bool:
+def summary_has(summary: PredictionSummary, sum_field: str) -> bool:
     """Whether ``summary`` holds what the sum ``sum_field`` is made from (the defaults always do)."""
     return getattr(summary, _OPTIONAL_SOURCES.get(sum_field, sum_field), None) is not None
 
@@ -274,7 +271,7 @@ def metrics_from_summary(
     :func:`order_sums` when already computed.
     """
     if names is None:
-        names = [spec.name for spec in METRICS if spec.by_default or all(_summary_has(summary, f) for f in spec.needs)]
+        names = [spec.name for spec in METRICS if spec.by_default or all(summary_has(summary, f) for f in spec.needs)]
     point = _point(summary, names, n_bins, width=width, mass=mass, ordered=ordered, consume=consume, in_order=in_order)
     return {name: None if math.isnan(v) else v for name, v in point.items()}
 

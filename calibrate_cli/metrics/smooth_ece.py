@@ -24,7 +24,7 @@ its own bisection path; rows that evaluate the same σ share one batched convolu
 
 Spreading: with unit weights (the data themselves, ``weights=None``) each grid is four weighted
 ``np.bincount`` passes over the samples in pieces of 2¹⁸ (O(N) time, O(piece) memory, pieces added in
-order: deterministic; the C extension's ``spread_unit`` when built, the same sums bit for bit); with
+order: deterministic); with
 b rows of weights (the bootstrap) a sparse (2G, N) matrix times the (N, b) weights, which shares the
 per-sample work among the rows.
 """
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine.parallel import run_together, together
 from ..engine.sorting import distinct
 
 __all__ = ["SMECE_EPS", "smooth_ece", "smooth_ece_at"]
@@ -70,38 +69,16 @@ class _Grids:
         """(1, 2G): the residuals (first G) and ones (last G) spread onto the grid, unit weights.
 
         Sample i adds (1 − a_i)·r_i to node lo_i and a_i·r_i to lo_i + 1 (and 1 − a_i, a_i to the
-        density grid), as the matrix rows do; by ``np.bincount`` over pieces of the samples, or, when
-        the C extension is built, by its ``spread_unit``: the same float64 operations in the same
-        order (four sums per piece from zero, in sample order, then added into the grid), so the same
-        grid bit for bit (tests/test_ckernel.py). From :data:`~calibrate_cli.engine.parallel.TOGETHER_SAMPLES`
-        samples on two threads or more, the second half of the pieces is spread at once on another
-        thread, each piece's four sums kept and added after the first half's, in piece order."""
-        from ..engine import kernels
+        density grid), as the matrix rows do; by ``np.bincount`` over pieces of the samples, added
+        into the grid in piece order, or with the C extension in one pass in sample order
+        (:func:`~calibrate_cli.engine.native.spread_unit`); either the same bits for any thread count."""
+        from ..engine import native
         from ..engine.sorting import PIECE
 
         out = np.zeros((1, 2 * g))
         n = self.conf.shape[0]
-        if kernels.HAVE_CKERNEL and g >= 2:
-            correct = np.asarray(self.correct)
-            if correct.dtype != np.bool_:
-                correct = np.asarray(correct, dtype=np.float64)  # as each piece is converted below
-            conf, correct = np.ascontiguousarray(self.conf, dtype=np.float64), np.ascontiguousarray(correct)
-            spread = kernels._ckernel.spread_unit
-            pieces = -(-n // PIECE)
-            if pieces < 2 or not together(n):
-                spread(conf, correct, g, PIECE, out[0])
-                return out
-            # the first half of the pieces added into the grid on this thread; the second half's four
-            # bincounts per piece made at once on another, then added in piece order: the same sums
-            half = pieces // 2 * PIECE
-            parts = np.empty((pieces - pieces // 2, 4 * g))
-            run_together(lambda: spread(conf[:half], correct[:half], g, PIECE, out[0]),
-                         lambda: spread(conf[half:], correct[half:], g, PIECE, out[0], parts))
-            for part in parts:
-                out[0, :g] += part[:g]
-                out[0, :g] += part[g : 2 * g]
-                out[0, g:] += part[2 * g : 3 * g]
-                out[0, g:] += part[3 * g :]
+        if g >= 2 and native.use():
+            native.spread_unit(self.conf, self.correct, g, out[0])
             return out
         for start in range(0, n, PIECE):
             conf = self.conf[start : start + PIECE]

@@ -42,11 +42,12 @@ import numpy as np
 
 from ..engine.binning import BinStats, bin_statistics, uniform_edges
 from ..errors import InputError
-from ..data.io import atomic_write, check_output_path, is_sink
-from ..metrics.functional import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins, metrics_from_summary
+from ..data.outputs import atomic_write, check_output_path, is_sink
+from ..metrics.functional import DEFAULT_N_BINS, equal_mass_bins, metrics_from_summary
+from ..metrics.registry import sums_needed
 from ..data.predictions import InputKind, as_predictions
 from ..data.probabilities import to_probabilities
-from ..engine.summary import summarize
+from ..engine.summary import SummaryRequest, summarize
 from ..calibrators.temperature import TemperatureScaling
 from ..calibrators.temperature_fit import apply_temperature, check_temperature
 
@@ -258,14 +259,13 @@ class ReliabilityDiagram:
             temperature = check_temperature(temperature)
             # logits / T as each chunk is read (no (N, K) float64 array)
             predictions = TemperatureScaling(temperature).apply_as_read(predictions, scores_name=scores_name)
-        # the diagram reads the top label only: no NLL, Brier, top-5 or classwise work; equal-width bins
-        # are made during the pass where they can be (no (N,) arrays)
-        summary = summarize(predictions, n_bins=n_bins, classwise=False, device=device, top_label_only=True,
-                            width_only=strategy == "uniform")
+        # the pass computes what these metrics need: the top label only (no NLL, Brier, top-5 or
+        # classwise work), equal-width bins made during the pass where they can be (no (N,) arrays)
+        names = ["ece", "accuracy"] if strategy == "uniform" else ["adaece", "accuracy"]
+        request = SummaryRequest(sums=frozenset(sums_needed(names)), columns=False)
+        summary = summarize(predictions, n_bins=n_bins, request=request, device=device)
         if strategy == "uniform":
             bins = summary.width
-            if bins is None:
-                bins = equal_width_bins(summary.confidences, summary.correct, n_bins)
             metrics = metrics_from_summary(summary, n_bins, width=bins, names=["ece", "accuracy"])
             value, name = metrics["ece"], "ECE"
         else:
@@ -360,9 +360,9 @@ class ReliabilityDiagram:
         Returns ``self`` with ``ax_``, ``hist_ax_``, ``figure_`` set. To draw several models on the
         same axes, use :meth:`plot_curve` (or :func:`overlay_figure`).
         """
-        new_figure = ax is None
-        if new_figure:
-            fig = _new_figure(PANEL_SIZE)
+        own_figure = ax is None
+        if own_figure:
+            fig = new_figure(PANEL_SIZE)
             ax, hist_ax = _diagram_axes(fig, fig.add_gridspec(1, 1)[0, 0])
         bins = self.bins
         edges = np.asarray(bins.edges, dtype=np.float64)
@@ -435,7 +435,7 @@ class ReliabilityDiagram:
         # the bars reach up to max(accuracy, confidence) in each bin
         self._bar_extent = (lefts, widths, np.maximum(acc, conf))
         if legend:
-            keys_inside = legend is True and not new_figure
+            keys_inside = legend is True and not own_figure
             handles = [_metric_handle(self.legend_label())]
             if keys_inside:
                 handles += _key_handles(bar_kwargs["color"], self.ylabel)[:-1] + [self.diagonal_]
@@ -476,14 +476,14 @@ class ReliabilityDiagram:
             hist_ax.set_ylim(0, top * headroom if top > 0 else 1.0)
             hist_ax.set_ylabel("Share", fontsize=text_size)
             hist_ax.set_xlabel(self._xlabel(), fontsize=text_size)
-            hist_ax.yaxis.set_major_formatter(_percent_formatter())
+            hist_ax.yaxis.set_major_formatter(percent_formatter())
             hist_ax.yaxis.set_major_locator(_max_n_locator(3))
             hist_ax.grid(True, axis="y", color="#dddddd", linewidth=0.6)
             hist_ax.set_axisbelow(True)
             ax.tick_params(labelbottom=False)
         else:
             ax.set_xlabel(self._xlabel(), fontsize=text_size)
-        if new_figure:
+        if own_figure:
             if legend:
                 self.key_legend_ = key_legend(ax.figure, color=bar_kwargs["color"], ylabel=self.ylabel)
             _settle_legends(ax.figure, [self])
@@ -507,7 +507,7 @@ class ReliabilityDiagram:
         ``kwargs`` go to ``Axes.plot``. Sets ``curve_``, ``hist_steps_``, ``ax_``, ``figure_``.
         """
         if ax is None:
-            fig = _new_figure(PANEL_SIZE)
+            fig = new_figure(PANEL_SIZE)
             ax, hist_ax = _diagram_axes(fig, fig.add_gridspec(1, 1)[0, 0])
         bins = self.bins
         nonempty = bins.nonempty
@@ -530,7 +530,7 @@ class ReliabilityDiagram:
             hist_ax.set_xlim(*self.x_range)
             hist_ax.set_ylabel("Share")
             hist_ax.set_xlabel(self.xlabel)
-            hist_ax.yaxis.set_major_formatter(_percent_formatter())
+            hist_ax.yaxis.set_major_formatter(percent_formatter())
             hist_ax.yaxis.set_major_locator(_max_n_locator(3))
             hist_ax.grid(True, axis="y", color="#dddddd", linewidth=0.6)
             ax.tick_params(labelbottom=False)
@@ -608,7 +608,7 @@ def classwise_diagrams(
 
 
 # ---------------------------------------------------------------------------------- figures
-def _new_figure(size: tuple[float, float]):
+def new_figure(size: tuple[float, float]):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -617,7 +617,7 @@ def _new_figure(size: tuple[float, float]):
     return fig
 
 
-def _percent_formatter():
+def percent_formatter():
     from matplotlib.ticker import PercentFormatter
 
     return PercentFormatter(xmax=1.0, decimals=0)
@@ -757,7 +757,7 @@ def comparison_figure(diagrams: Sequence[ReliabilityDiagram], *, title: str | No
     n = len(diagrams)
     rows, cols = comparison_grid(n)
     height = PANEL_SIZE[1] if histogram else PANEL_SIZE[1] * 0.82
-    fig = _new_figure((PANEL_SIZE[0] * max(cols, 1), height * rows + KEY_LEGEND_HEIGHT))
+    fig = new_figure((PANEL_SIZE[0] * max(cols, 1), height * rows + KEY_LEGEND_HEIGHT))
     grid = fig.add_gridspec(rows, cols)
     for i, diagram in enumerate(diagrams):
         r, c = divmod(i, cols)
@@ -790,7 +790,7 @@ def overlay_figure(diagrams: Sequence[ReliabilityDiagram], *, title: str | None 
     diagrams = list(diagrams)
     if not diagrams:
         raise InputError("nothing to plot: no diagrams")
-    fig = _new_figure((PANEL_SIZE[0] + 0.6, PANEL_SIZE[1]))
+    fig = new_figure((PANEL_SIZE[0] + 0.6, PANEL_SIZE[1]))
     ax, hist_ax = _diagram_axes(fig, fig.add_gridspec(1, 1)[0, 0])
     for i, diagram in enumerate(diagrams):
         diagram.plot_curve(ax, hist_ax=hist_ax, color=OVERLAY_COLORS[i % len(OVERLAY_COLORS)])
@@ -865,7 +865,7 @@ def classwise_figure(diagrams: Sequence[ReliabilityDiagram], *, title: str | Non
     cols = columns or min(5, n if n <= 5 else math.ceil(math.sqrt(n)) + (1 if n > 9 else 0))
     cols = max(1, min(cols, n))
     rows = math.ceil(n / cols)
-    fig = _new_figure((CLASSWISE_PANEL_SIZE[0] * cols, CLASSWISE_PANEL_SIZE[1] * rows + (0.4 if title else 0)))
+    fig = new_figure((CLASSWISE_PANEL_SIZE[0] * cols, CLASSWISE_PANEL_SIZE[1] * rows + (0.4 if title else 0)))
     axes = fig.subplots(rows, cols, sharex=True, sharey=True, squeeze=False)
     for i, diagram in enumerate(diagrams):
         r, c = divmod(i, cols)
@@ -915,7 +915,7 @@ def figure_format(path: str | os.PathLike) -> str:
 
 def check_figure_path(path: str | os.PathLike, *, force: bool = False) -> Path:
     """Check before any work that ``path`` can receive a figure: known extension, and the rules of
-    :func:`~calibrate_cli.data.io.check_output_path` (existing folder, no existing file unless
+    :func:`~calibrate_cli.data.outputs.check_output_path` (existing folder, no existing file unless
     ``force``, never a FIFO, device or directory; a sink such as /dev/null takes a PNG)."""
     if not is_sink(path):
         figure_format(path)
@@ -931,9 +931,9 @@ def escape_mathtext(text: str | None) -> str | None:
 
 def save_figure(fig, path: str | os.PathLike, *, dpi: int = DEFAULT_DPI, force: bool = False) -> Path:
     """Write ``fig`` to ``path`` as PNG, SVG or PDF (by extension), atomically (a temporary in the same
-    folder, then a hard link, or with ``force`` a rename: :func:`~calibrate_cli.data.io.atomic_write`);
+    folder, then a hard link, or with ``force`` a rename: :func:`~calibrate_cli.data.outputs.atomic_write`);
     never overwrite an existing file unless ``force``. ``dpi`` applies to PNG. A sink such as
-    /dev/null (:func:`~calibrate_cli.data.io.is_sink`) gets a PNG, written straight into it."""
+    /dev/null (:func:`~calibrate_cli.data.outputs.is_sink`) gets a PNG, written straight into it."""
     fmt = "png" if is_sink(path) else figure_format(path)
     if isinstance(dpi, bool) or not isinstance(dpi, (int, np.integer)) or not 10 <= dpi <= 2400:
         raise InputError(f"Expected `dpi` to be an integer in [10, 2400], but got {dpi!r}")

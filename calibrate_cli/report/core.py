@@ -6,12 +6,15 @@ when there is one (else the numbers are those of the validation set itself, and 
 evaluates that set before and after with :func:`~calibrate_cli.evaluate.evaluate` (bootstrap
 intervals with ``bootstrap=B``). Every number of the report comes from those two calls and from
 the grid curves of ECE and NLL against T on the validation set; nothing is recomputed here.
+The section "Beyond one number" (:class:`BeyondOneNumber`, ``beyond=True``) holds the results of
+the functions of :mod:`calibrate_cli.diagnostics` on the same set before and after T, as they return them.
 """
 
 from __future__ import annotations
 
 import datetime as _datetime
 import os
+import warnings as _warnings
 from dataclasses import dataclass, field
 
 from .._version import __version__
@@ -20,8 +23,14 @@ from ..evaluate import EvalReport, conventions, evaluate
 from ..metrics.functional import DEFAULT_N_BINS
 from ..data.predictions import InputKind, Predictions, as_predictions
 from ..calibrators.temperature_fit import DEFAULT_GRID, TemperatureFit, fit_temperature
+from ..diagnostics.decomposition import SCORES, corp_decomposition, top_label
+from ..diagnostics.reliability_stats import CalibrationTest, calibration_test
+from ..diagnostics.selective import SelectiveReport, selective_report
 
-__all__ = ["InputFile", "CalibrationReport", "build_report", "report_time", "REPORT_SEARCHES"]
+__all__ = [
+    "InputFile", "CalibrationReport", "BeyondOneNumber", "SetDiagnostics", "build_report", "report_time",
+    "REPORT_SEARCHES", "BEYOND_RESAMPLES", "BEYOND_COVERAGE",
+]
 
 #: the temperature searches a report fits (a temperature: one number, the curve's x axis)
 REPORT_SEARCHES = ("grid", "nll")
@@ -38,6 +47,56 @@ class InputFile:
     sha256: str | None = None
 
 
+#: resamples of the report's calibration test (the smallest p-value is 1 / (B + 1) = 0.002)
+BEYOND_RESAMPLES = 499
+#: the coverage whose selective risk the report shows
+BEYOND_COVERAGE = 0.9
+
+
+@dataclass(frozen=True)
+class SetDiagnostics:
+    """The diagnostics of one set's top-label problem (conf_i = max_k p_ik, correct_i), each as its
+    function returns it: ``decompositions`` {score: :class:`ScoreDecomposition`} for the Brier and log
+    scores (:func:`corp_decomposition`), ``test`` (:func:`calibration_test`: B resamples, the report's
+    seed) and ``selective`` (:func:`selective_report` with the coverage ``BEYOND_COVERAGE``)."""
+
+    decompositions: dict
+    test: CalibrationTest
+    selective: SelectiveReport
+
+    def to_dict(self) -> dict:
+        return {
+            "decompositions": {name: d.to_dict() for name, d in self.decompositions.items()},
+            "calibration_test": self.test.to_dict(),
+            "selective": self.selective.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class BeyondOneNumber:
+    """The section "Beyond one number": :class:`SetDiagnostics` of the evaluated set before and after T."""
+
+    before: SetDiagnostics
+    after: SetDiagnostics
+
+    def to_dict(self) -> dict:
+        return {"before": self.before.to_dict(), "after": self.after.to_dict()}
+
+
+def set_diagnostics(predictions: Predictions, *, n_bins: int, n_resamples: int, seed, scores_name: str):
+    """(:class:`SetDiagnostics`, warnings) of validated predictions: CORP decompositions of the
+    top-label Brier and log scores, the calibration test (``n_resamples``, ``seed``) and the selective
+    report; the warnings the functions raise (e.g. an infinite log score) are returned as text."""
+    conf, correct = top_label(predictions, None, scores_name=scores_name)
+    with _warnings.catch_warnings(record=True) as caught:
+        _warnings.simplefilter("always")
+        decompositions = {score: corp_decomposition(conf, correct, score) for score in SCORES}
+    test = calibration_test(conf, correct, n_bins=n_bins, n_resamples=n_resamples, seed=seed)
+    selective = selective_report(conf, correct, coverages=(BEYOND_COVERAGE,), risks=())
+    texts = [str(w.message) for w in caught]
+    return SetDiagnostics(decompositions, test, selective), texts
+
+
 @dataclass(frozen=True)
 class CalibrationReport:
     """Everything an HTML report shows (:func:`build_report`).
@@ -52,6 +111,8 @@ class CalibrationReport:
     inputs        provenance of the input files (:class:`InputFile`), as the caller gives them
     created       ISO 8601 time (UTC) the report was made (``$SOURCE_DATE_EPOCH`` when set); calib_version the version that made it
     warnings      what the reader must know (fit on the grid's boundary, infinite NLL, ...)
+    beyond        :class:`BeyondOneNumber`: decompositions, calibration test, selective prediction of
+                  that set before and after T (None with ``beyond=False``)
     """
 
     title: str
@@ -71,6 +132,7 @@ class CalibrationReport:
     created: str = ""
     calib_version: str = __version__
     warnings: tuple[str, ...] = field(default=())
+    beyond: BeyondOneNumber | None = None
 
     @property
     def temperature(self) -> float:
@@ -97,6 +159,7 @@ class CalibrationReport:
             "nll_curve": None if self.nll_curve is None else [list(p) for p in self.nll_curve],
             "inputs": [vars(f).copy() for f in self.inputs],
             "warnings": list(self.warnings),
+            "beyond": None if self.beyond is None else self.beyond.to_dict(),
         }
 
 
@@ -163,6 +226,8 @@ def build_report(
     created: str | None = None,
     names: tuple[str, str, str, str] = ("validation scores", "validation labels", "test scores", "test labels"),
     progress=None,
+    beyond: bool = True,
+    beyond_resamples: int = BEYOND_RESAMPLES,
 ) -> CalibrationReport:
     """The data of a calibration report: a temperature fitted on the validation set, and the metrics
     of the test set (else of the validation set) before and after it.
@@ -178,7 +243,10 @@ def build_report(
     now, UTC); ``names``: the four inputs' names in errors.
 
     The ECE and NLL curves are those of the validation set over ``grid`` whatever the search, with
-    the fitted T marked on them by the renderer.
+    the fitted T marked on them by the renderer. ``beyond`` (default True): the section "Beyond one
+    number" (:class:`BeyondOneNumber`): the CORP decompositions, a calibration test of
+    ``beyond_resamples`` resamples seeded with ``seed`` (the bootstrap's default seed when None) and
+    the selective report of the same set before and after T.
 
     >>> import numpy as np
     >>> rng = np.random.default_rng(0)
@@ -221,6 +289,18 @@ def build_report(
     warnings: list[str] = list(fit.warnings)
     for report in (before, after):
         warnings += [w for w in report.warnings if w not in warnings]
+    diagnostics = None
+    if beyond:
+        from ..bootstrap import DEFAULT_SEED
+
+        test_seed = DEFAULT_SEED if seed is None else seed
+        found = []
+        for when, data in (("before T", target), ("after T", scaled)):
+            one, texts = set_diagnostics(data, n_bins=n_bins, n_resamples=beyond_resamples, seed=test_seed,
+                                         scores_name=scores_name)
+            found.append(one)
+            warnings += [f"{when}: {t}" for t in texts if f"{when}: {t}" not in warnings]
+        diagnostics = BeyondOneNumber(*found)
     if test is None:
         warnings.append(
             "no test set: T was fitted and is judged on the same samples, so the 'after' numbers are optimistic"
@@ -245,4 +325,5 @@ def build_report(
         inputs=tuple(inputs),
         created=created or report_time(),
         warnings=tuple(warnings),
+        beyond=diagnostics,
     )

@@ -7,6 +7,8 @@ written as inline SVG (matplotlib's SVG backend; no file, no network).
 - :func:`per_class_figure`: ECE_k per class before / after (the terms of classwise-ECE);
 - :func:`confidence_figure`: the share of samples per confidence bin before / after, with the
   accuracy and the mean confidence marked (Guo et al. 2017, Fig. 1);
+- :func:`selective_figure`: the risk–coverage curves of selective prediction before / after T, with
+  the curve of a perfect ranking of the same predictions (section "Beyond one number");
 - :func:`svg_text`: a figure as an ``<svg>`` element, its ids made unique in the page.
 
 matplotlib is imported inside the functions only.
@@ -26,8 +28,8 @@ from ..plots.diagram import (
     OVER_COLOR,
     UNDER_COLOR,
     ReliabilityDiagram,
-    _new_figure,
-    _percent_formatter,
+    new_figure,
+    percent_formatter,
     comparison_figure,
     fit_titles,
     reproducible_figure_output,
@@ -40,6 +42,7 @@ __all__ = [
     "per_class_figure",
     "per_class_shown",
     "confidence_figure",
+    "selective_figure",
     "svg_text",
 ]
 
@@ -93,7 +96,7 @@ def temperature_figure(report):
     """ECE (left axis, %) and NLL (right axis) of the validation set against T (log scale), the
     fitted T as a vertical line and T = 1 dotted; the y axes zoom on the minimum and T = 1
     (:func:`_zoom_top`), the curves leaving the frame where they blow up."""
-    fig = _new_figure((7.2, 3.8))
+    fig = new_figure((7.2, 3.8))
     ax = fig.add_subplot(1, 1, 1)
     t_fit = report.temperature
     lines = []
@@ -156,7 +159,7 @@ def per_class_figure(report, class_names=None):
     before = np.asarray(report.before.classwise_ece_per_class, dtype=np.float64)[shown]
     after = np.asarray(report.after.classwise_ece_per_class, dtype=np.float64)[shown]
     width = min(12.0, max(5.0, 0.32 * len(shown) + 1.6))
-    fig = _new_figure((width, 3.4))
+    fig = new_figure((width, 3.4))
     ax = fig.add_subplot(1, 1, 1)
     x = np.arange(len(shown))
     ax.bar(x - 0.2, before, width=0.4, color=BEFORE_COLOR, label="before (T = 1)", zorder=2)
@@ -199,7 +202,7 @@ def confidence_figure(report):
     """The share of samples per equal-width confidence bin, before and after T, with the accuracy
     (solid) and the mean confidence (dashed) as vertical lines: the gap between them is the
     over- (or under-) confidence."""
-    fig = _new_figure((7.2, 3.4))
+    fig = new_figure((7.2, 3.4))
     axes = fig.subplots(1, 2, sharey=True)
     edges = np.asarray(report.before.bins.edges, dtype=np.float64)
     for ax, rep, name, color in (
@@ -216,8 +219,8 @@ def confidence_figure(report):
         ax.set_xlim(0, 1)
         ax.set_title(name, fontsize=10)
         ax.set_xlabel("Confidence (max probability)")
-        ax.xaxis.set_major_formatter(_percent_formatter())
-        ax.yaxis.set_major_formatter(_percent_formatter())
+        ax.xaxis.set_major_formatter(percent_formatter())
+        ax.yaxis.set_major_formatter(percent_formatter())
         ax.grid(True, axis="y", color="#e5e5e5", linewidth=0.6, zorder=0)
         ax.set_axisbelow(True)
         ax.legend(loc="upper left", fontsize="small", framealpha=0.92)
@@ -225,6 +228,47 @@ def confidence_figure(report):
     top = max(float(np.asarray(r.bins.count).max()) / max(r.n, 1) for r in (report.before, report.after))
     axes[0].set_ylim(0, min(1.0, top * 1.35) if top > 0 else 1.0)
     fit_titles(fig)
+    return fig
+
+
+def _perfect_ranking(n: int, errors: int) -> tuple[np.ndarray, np.ndarray]:
+    """(coverage, selective risk) of a perfect ranking: every correct prediction accepted first."""
+    i = np.arange(1, n + 1, dtype=np.float64)
+    return i / n, np.maximum(0.0, i - (n - errors)) / i
+
+
+def selective_figure(report):
+    """Selective risk against coverage (samples accepted from the most confident down, one point per
+    distinct confidence, straight lines between them as AURC integrates them), before (grey) and
+    after T (blue), and a perfect ranking of the same predictions (dotted): E-AURC is the area
+    between a curve and it. Needs ``report.beyond``."""
+    fig = new_figure((6.4, 3.4))
+    ax = fig.add_subplot(1, 1, 1)
+    top = 1e-3
+    for sel, name, color in (
+        (report.beyond.before.selective, "before (T = 1)", BEFORE_COLOR),
+        (report.beyond.after.selective, f"after (T = {_format_t(report.temperature)})", AFTER_COLOR),
+    ):
+        c = sel.curve
+        ax.plot(np.r_[0.0, c.coverage], np.r_[c.risk[0], c.risk], color=color, linewidth=1.8,
+                label=f"{name}: AURC {sel.aurc:.4f}")
+        top = max(top, float(c.risk.max()))
+    curve = report.beyond.after.selective.curve
+    ox, oy = _perfect_ranking(curve.n, int(curve.errors[-1]))
+    ax.plot(np.r_[0.0, ox], np.r_[oy[0], oy], color="#222222", linewidth=1.1, linestyle=":",
+            label="perfect ranking of the same predictions")
+    from .core import BEYOND_COVERAGE
+
+    ax.axvline(BEYOND_COVERAGE, color="#777777", linewidth=0.9, linestyle="--", zorder=1)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, min(1.0, top * 1.15))
+    ax.set_xlabel("Coverage (share of samples accepted, most confident first)")
+    ax.set_ylabel("Selective risk (error)")
+    ax.xaxis.set_major_formatter(percent_formatter())
+    ax.yaxis.set_major_locator(_percent_locator())
+    ax.yaxis.set_major_formatter(_percent_formatter_fine(top))
+    ax.grid(True, color="#e5e5e5", linewidth=0.6)
+    ax.legend(loc="upper left", fontsize="small", framealpha=0.92)
     return fig
 
 

@@ -5,8 +5,9 @@ font, image or style sheet fetched from anywhere), readable offline in any brows
 Every string that comes from a user (file names, the title, warnings) is escaped with
 :func:`html.escape`. Each metric cell carries its exact value for scripts:
 ``<td data-metric="ece" data-set="before" data-value="0.0380…">3.80 %</td>`` (``repr`` of the
-float64, ``None`` where undefined), as do the per-class cells (``data-class``) and the temperature
-(``data-temperature``).
+float64, ``None`` where undefined), as do the per-class cells (``data-class``), the cells of the
+section "Beyond one number" (``data-beyond``: e.g. ``brier_mcb``, ``calibration_p``, ``aurc``) and the
+temperature (``data-temperature``).
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from string import Template
 from ..bootstrap.intervals import CLIPPED_MARK, EXCLUDES_MARK, MARK_NOTES, method_label, methods_note
 from ..evaluate import conventions
 from ..metrics.registry import METRICS
-from .core import CalibrationReport
+from ..diagnostics.decomposition import SCORES
+from .core import BEYOND_COVERAGE, CalibrationReport
 from .figures import (
     confidence_figure,
+    selective_figure,
     per_class_figure,
     per_class_shown,
     reliability_figure,
@@ -28,11 +31,13 @@ from .figures import (
     temperature_figure,
 )
 
-__all__ = ["render_html", "format_metric", "FIGURE_IDS"]
+__all__ = ["render_html", "format_metric", "FIGURE_IDS", "BEYOND_FIGURE_ID"]
 
 _SPECS = {spec.name: spec for spec in METRICS}
 #: the figures of a report, in page order (their ``id`` in the page)
 FIGURE_IDS = ("reliability", "temperature", "per-class", "confidence")
+#: the figure of the section "Beyond one number" (when the report has it)
+BEYOND_FIGURE_ID = "risk-coverage"
 
 
 def esc(value) -> str:
@@ -91,6 +96,104 @@ def _better(name: str, before, after) -> str:
         return ""
     improved = (after < before) if spec.lower_is_better else (after > before)
     return " better" if improved else " worse"
+
+
+def _num(value: float) -> str:
+    return "inf" if math.isinf(value) else f"{value:.4f}"
+
+
+def _beyond_cell(key: str, when: str, value, text: str, cls: str = "", title: str = "") -> str:
+    tip = f' title="{esc(title)}"' if title else ""
+    return (f'<td class="num{cls}" data-beyond="{esc(key)}" data-set="{when}" data-value="{_exact(value)}"{tip}>'
+            f"{esc(text)}</td>")
+
+
+def _direction(before, after, lower_is_better: bool) -> str:
+    if before is None or after is None or before == after or math.isnan(before) or math.isnan(after):
+        return ""
+    return " better" if (after < before) == lower_is_better else " worse"
+
+
+#: the CORP terms: (field of ScoreDecomposition, key suffix, label, lower is better, what it means)
+_CORP_ROWS = (
+    ("score", "score", "score S̄", True,
+     "The mean score of the confidences as forecasts of being right (lower is better); S̄ = MCB − DSC + UNC."),
+    ("miscalibration", "mcb", "MCB: miscalibration", True,
+     "The part of the score that recalibrating the confidences (isotonic, PAV) would remove; 0 when calibrated."),
+    ("discrimination", "dsc", "DSC: discrimination", False,
+     "How much the recalibrated confidences beat always forecasting the accuracy: the model's skill."),
+    ("uncertainty", "unc", "UNC: uncertainty", None,
+     "The score of always forecasting the accuracy: how hard the problem is; no recalibration changes it."),
+)
+
+
+def _beyond_section(report: CalibrationReport, svg: str) -> str:
+    """The section "Beyond one number": the CORP decompositions (Brier, log) of the top-label problem,
+    the calibration test's p-value and selective prediction, before and after T, with the figure."""
+    b, a = report.beyond.before, report.beyond.after
+    t_text = f"{report.temperature:.4g}"
+    head = "".join(f"<th>{esc(name.capitalize())} score {when}</th>" for name in SCORES for when in ("before", "after"))
+    rows = []
+    for field_name, suffix, label, lower, meaning in _CORP_ROWS:
+        cells = []
+        for score in SCORES:
+            vb = getattr(b.decompositions[score], field_name)
+            va = getattr(a.decompositions[score], field_name)
+            cls = "" if lower is None else _direction(vb, va, lower)
+            cells.append(_beyond_cell(f"{score}_{suffix}", "before", vb, _num(vb)))
+            cells.append(_beyond_cell(f"{score}_{suffix}", "after", va, _num(va), cls))
+        rows.append(f'<tr><th scope="row">{esc(label)}</th>{"".join(cells)}<td class="def">{esc(meaning)}</td></tr>')
+    corp = (f'<table class="beyond" id="beyond-corp"><thead><tr><th>term</th>{head}<th>what it means</th></tr></thead>'
+            "<tbody>\n" + "\n".join(rows) + "\n</tbody></table>")
+
+    tb, ta = b.test, a.test
+    sb, sa = b.selective, a.selective
+    pb, pa = sb.at_coverage[BEYOND_COVERAGE], sa.at_coverage[BEYOND_COVERAGE]
+    percent = f"{100 * BEYOND_COVERAGE:g} %"
+
+    def point_title(point) -> str:
+        return (f"{point.accepted} samples accepted (coverage {100 * point.coverage:.2f} %), "
+                f"confidence ≥ {point.threshold:.4g}")
+
+    other = [
+        ("calibration_p", "calibration test: p-value", tb.p_value, ta.p_value, f"{tb.p_value:.3g}", f"{ta.p_value:.3g}",
+         _direction(tb.p_value, ta.p_value, False), ("", ""),
+         f"How often a calibrated model (outcomes drawn as Bernoulli(confidence), {tb.n_resamples} resamples, seed "
+         f"{tb.seed}) shows an ECE at least this large: small (below 0.05) is evidence of miscalibration; the "
+         f"smallest possible value is {1 / (tb.n_resamples + 1):.3g}."),
+        ("aurc", "AURC", sb.aurc, sa.aurc, _num(sb.aurc), _num(sa.aurc), _direction(sb.aurc, sa.aurc, True), ("", ""),
+         "The mean error of the accepted samples over every coverage, accepting the most confident first (lower is "
+         "better)."),
+        ("e_aurc", "E-AURC", sb.e_aurc, sa.e_aurc, _num(sb.e_aurc), _num(sa.e_aurc),
+         _direction(sb.e_aurc, sa.e_aurc, True), ("", ""),
+         "AURC minus that of a perfect ranking of the same predictions: what a better confidence order would gain "
+         "(0 is perfect)."),
+        ("risk_at_coverage", f"risk at {percent} coverage", pb.risk, pa.risk, f"{100 * pb.risk:.2f} %",
+         f"{100 * pa.risk:.2f} %", _direction(pb.risk, pa.risk, True), (point_title(pb), point_title(pa)),
+         f"The error rate of the {percent} most confident samples, when the model abstains on the rest."),
+    ]
+    rows = []
+    for key, label, vb, va, text_b, text_a, cls, (title_b, title_a), meaning in other:
+        rows.append(
+            f'<tr><th scope="row">{esc(label)}</th>{_beyond_cell(key, "before", vb, text_b, "", title_b)}'
+            f'{_beyond_cell(key, "after", va, text_a, cls, title_a)}<td class="def">{esc(meaning)}</td></tr>'
+        )
+    tests = ('<table class="beyond" id="beyond-more"><thead><tr><th>quantity</th><th>before</th><th>after</th>'
+             "<th>what it means</th></tr></thead><tbody>\n" + "\n".join(rows) + "\n</tbody></table>")
+    lead = (f"The {report.evaluated_on} set's top-label problem (forecast: the confidence, the max probability; "
+            "outcome: "
+            f"whether the prediction is right) before (T = 1) and after T = {t_text}. The CORP decomposition "
+            "(Dimitriadis, Gneiting & Jordan 2021) splits the Brier and log scores of the confidences exactly into "
+            "miscalibration, discrimination and uncertainty (docs/diagnostics.md); selective prediction asks how well "
+            "the confidence tells when to abstain (docs/selective.md). Green: better after; red: worse.")
+    caption = ("Selective risk (the error of the accepted samples) against coverage, the most confident accepted "
+               "first, "
+               f"before (grey) and after T (blue); dotted: a perfect ranking of the same predictions (E-AURC is the "
+               f"area between a curve and it); dashed: {percent} coverage.")
+    return (f'<section id="beyond-section">\n<h2>Beyond one number</h2>\n<p class="lead">{esc(lead)}</p>\n'
+            f"{corp}\n{tests}\n<figure id=\"{BEYOND_FIGURE_ID}\">{svg}\n"
+            f"<figcaption>{esc(caption)}</figcaption></figure>\n"
+            "</section>")
 
 
 def _metrics_table(report: CalibrationReport) -> str:
@@ -307,6 +410,7 @@ $per_class_table
 <figcaption>Share of the $set set's samples per confidence bin, before and after T. When the mean confidence
 (dashed) lies right of the accuracy (solid), the model is over-confident on average.</figcaption></figure>
 </section>
+$beyond_section
 <section id="provenance">
 <h2>Provenance</h2>
 $provenance
@@ -377,6 +481,9 @@ def render_html(report: CalibrationReport, *, warnings=None, interval_notes=(), 
         "per-class": svg_text(per_class_figure(report, class_names), "f3", title="Per-class ECE"),
         "confidence": svg_text(confidence_figure(report), "f4", title="Confidence histogram"),
     }
+    beyond = ""
+    if report.beyond is not None:
+        beyond = _beyond_section(report, svg_text(selective_figure(report), "f5", title="Risk–coverage curves before and after T"))
     return _PAGE.substitute(
         version=esc(report.calib_version),
         title=esc(report.title),
@@ -401,4 +508,5 @@ def render_html(report: CalibrationReport, *, warnings=None, interval_notes=(), 
         cw_after=esc(format_metric("classwise_ece", report.after.metrics["classwise_ece"])),
         provenance=_provenance(report),
         created=esc(report.created),
+        beyond_section=beyond,
     )

@@ -57,7 +57,7 @@ import torch.nn as nn
 
 from .._version import __version__
 from ..errors import InputError, OutputError
-from ..data.io import atomic_write, write_array, write_text
+from ..data.outputs import atomic_write, write_array, write_text
 from ..metrics.registry import TRAIN_HISTORY
 from ..engine.parallel import THREADS_ENV, cpu_threads
 from . import RECIPES
@@ -413,7 +413,7 @@ def train(
 
 
 def _read_config(path: Path) -> dict:
-    from ..data.io import read_json
+    from ..data.outputs import read_json
 
     saved = read_json(path, what="a calib run's config.json")
     names = {f.name for f in fields(TrainConfig)}

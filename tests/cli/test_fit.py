@@ -99,7 +99,7 @@ def test_method_all_on_the_sample(runner, tmp_path):
     doc = json.loads((tmp_path / "all.json").read_text())
     assert set(doc["skipped"]) == {"platt", "beta"}  # K = 10: binary methods do not apply
     assert set(doc["methods"]) == {"temperature", "vector", "histogram", "histogram_mass", "isotonic", "bbq", "matrix",
-                                   "dirichlet", "ensemble_ts"}
+                                   "dirichlet", "ensemble_ts", "top_label"}
     # the best per column, recomputed from the JSON (lower is better for every default column)
     rows = {"uncalibrated": doc["uncalibrated"]["metrics"], **{m: d["metrics"] for m, d in doc["methods"].items()}}
     for metric, best in doc["best"].items():

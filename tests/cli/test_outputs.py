@@ -19,7 +19,7 @@ import time
 import numpy as np
 import pytest
 
-from calibrate_cli.data import io as calib_io
+from calibrate_cli.data import outputs as calib_io
 from calibrate_cli.cli import cli
 from calibrate_cli.errors import OutputError
 from cli_helpers import one_line_error  # noqa: E402

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from calibrate_cli.cli import cli
-from calibrate_cli.data.predictions import _check_labels, _check_scores
+from calibrate_cli.data.predictions import _check_labels, check_scores
 from calibrate_cli.engine.summary import summarize
 
-WATCHED = {_check_labels.__code__: "validate", _check_scores.__code__: "check_scores", summarize.__code__: "summarize"}
+WATCHED = {_check_labels.__code__: "validate", check_scores.__code__: "check_scores", summarize.__code__: "summarize"}
 
 
 def _count_calls(runner, args) -> Counter:

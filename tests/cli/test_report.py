@@ -84,6 +84,7 @@ def test_report_has_its_four_figures_with_unique_ids_and_is_self_contained(sampl
     page = read_page(text)
     assert page.figures == [
         "Reliability diagrams before and after T", "ECE and NLL against T", "Per-class ECE", "Confidence histogram",
+        "Risk–coverage curves before and after T",  # the section "Beyond one number" (on by default)
     ]
     # matplotlib names clip paths and glyphs by content: unprefixed, two figures would share ids
     assert len(page.ids) == len(set(page.ids))

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from calibrate_cli import evaluate
 from calibrate_cli.cli import cli
-from calibrate_cli.data.io import load_temperature
+from calibrate_cli.calibrators import load_calibrator
 from calibrate_cli.data.probabilities import softmax
 from calibrate_cli.calibrators.temperature_fit import apply_temperature, fit_temperature
 from cli_helpers import one_line_error  # noqa: E402
@@ -89,12 +89,12 @@ def test_csv_and_markdown(files):
     assert md.exit_code == 0 and "| metric | fit Pre T | fit Post T (" in md.stdout
 
 
-def test_output_json_is_readable_by_load_temperature_and_eval(files, tmp_path):
+def test_output_json_is_readable_by_load_calibrator_and_eval(files, tmp_path):
     out = tmp_path / "t.json"
     result = run("temperature", files["val"], files["val_y"], "--search", "nll", "-o", out)
     assert result.exit_code == 0, result.output
     assert result.stdout == ""  # with -o, the report goes to the file only (docs/cli-contract.md)
-    t = load_temperature(str(out))
+    t = load_calibrator(str(out)).temperature
     assert t == fit_temperature(*files["arrays"][:2], search="nll").temperature
     ev = run("eval", files["test"], files["test_y"], "--temperature", out, "-f", "json")
     assert ev.exit_code == 0, ev.output
@@ -103,9 +103,9 @@ def test_output_json_is_readable_by_load_temperature_and_eval(files, tmp_path):
     # never overwrite without --force, and refuse before doing the work
     again = run("temperature", files["val"], files["val_y"], "-o", out)
     one_line_error(again, "already exists; use --force")
-    assert load_temperature(str(out)) == t
+    assert load_calibrator(str(out)).temperature == t
     assert run("temperature", files["val"], files["val_y"], "-o", out, "--force").exit_code == 0
-    assert load_temperature(str(out)) == fit_temperature(*files["arrays"][:2]).temperature
+    assert load_calibrator(str(out)).temperature == fit_temperature(*files["arrays"][:2]).temperature
 
 
 def test_save_logits(files, tmp_path):
@@ -347,7 +347,7 @@ def test_old_and_minimal_temperature_files_still_work(files, tmp_path):
     ev = run("eval", files["test"], files["test_y"], "--temperature", path, "-f", "json")
     assert ev.exit_code == 0, ev.output
     assert json.loads(ev.stdout)["metrics"] == evaluate(apply_temperature(test, 1.25), test_y).metrics
-    assert load_temperature(str(path)) == 1.25
+    assert load_calibrator(str(path)).temperature == 1.25
 
 
 def test_csv_has_the_fitted_parameters(files, tmp_path):
@@ -374,7 +374,7 @@ def test_after_is_evaluated_as_read_and_equals_the_divided_array(dtype, search, 
     the divided array evaluated as before (one path: the same quotients through the same pass, in
     other chunks); chunks of a few rows so that many chunks are read."""
     import calibrate_cli.data.predictions as predictions_module
-    from calibrate_cli.cli.temperature import _before_after
+    from calibrate_cli.cli.prepost import before_after
     from calibrate_cli.data.predictions import as_predictions
 
     monkeypatch.setattr(predictions_module, "_CHUNK_ELEMENTS", 64)
@@ -382,7 +382,7 @@ def test_after_is_evaluated_as_read_and_equals_the_divided_array(dtype, search, 
     x = (x * 3).astype(dtype)
     predictions = as_predictions(x, y, "logits")
     fit = fit_temperature(predictions, None, search=search)
-    before, after, none = _before_after(fit, x, predictions, "logits", 15, None, "x.npy", keep_scores=False)
+    before, after, none = before_after(fit, x, predictions, "logits", 15, None, "x.npy", keep_scores=False)
     assert none is None
     expected = evaluate(apply_temperature(x, fit.temperature), y)
     assert after.metrics == expected.metrics
@@ -390,7 +390,7 @@ def test_after_is_evaluated_as_read_and_equals_the_divided_array(dtype, search, 
         for field in ("edges", "count", "sum_conf", "sum_correct"):
             assert np.array_equal(getattr(got, field), getattr(want, field))
     assert after.classwise_ece_per_class == expected.classwise_ece_per_class
-    kept_before, kept_after, scores = _before_after(fit, x, predictions, "logits", 15, None, "x.npy")
+    kept_before, kept_after, scores = before_after(fit, x, predictions, "logits", 15, None, "x.npy")
     assert np.array_equal(scores, apply_temperature(x, fit.temperature))
     assert kept_after.metrics == after.metrics and kept_before.metrics == before.metrics
 
@@ -398,7 +398,7 @@ def test_after_is_evaluated_as_read_and_equals_the_divided_array(dtype, search, 
 def test_binary_log_odds_are_evaluated_as_read_too():
     """A 1-D vector of log-odds becomes the columns [0, s]; divided as read they are [0, s/T]: the same
     report, bit for bit, as the calibrated vector evaluated (and the same 0.0 in the first column)."""
-    from calibrate_cli.cli.temperature import _before_after
+    from calibrate_cli.cli.prepost import before_after
     from calibrate_cli.data.predictions import as_predictions
 
     rng = np.random.default_rng(8)
@@ -406,7 +406,7 @@ def test_binary_log_odds_are_evaluated_as_read_too():
     s = (rng.normal(size=700) * 3 + (2 * y - 1)).astype(np.float32)
     predictions = as_predictions(s, y, "logits")
     fit = fit_temperature(predictions, None, search="nll")
-    _, after, none = _before_after(fit, s, predictions, "logits", 15, None, "s.npy", keep_scores=False)
+    _, after, none = before_after(fit, s, predictions, "logits", 15, None, "s.npy", keep_scores=False)
     assert none is None
     assert after.metrics == evaluate(apply_temperature(s, fit.temperature), y).metrics
 

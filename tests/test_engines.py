@@ -1,0 +1,284 @@
+"""Every engine present agrees with the numpy definition within the numeric contract (tests/libm.py,
+docs/conventions.md), and gives the same bits for any thread count and chunk size.
+
+Engines: "numpy" (always; the definition) and "fused" (the C extension calibrate_cli.engine._ckernel,
+through calibrate_cli.engine.native; skipped with a reason where it is not built). The engine is
+chosen as a user chooses it: ``$CALIB_ENGINE`` or an explicit ``engine=`` argument.
+
+Compared: every metric of ``evaluate(..., metrics="all")``, the summary pass's per-sample values and
+classwise cells, the 1-D bin sums, and the temperature fit's NLL passes; on float32 and float64,
+logits and probabilities, K = 2, 1-D scores, N = 1, ties, extreme logits and values on bin edges.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from libm import PER_VALUE, assert_agree, assert_bins_agree, assert_equal_up_to_exp
+
+from calibrate_cli import fit_temperature
+from calibrate_cli.calibrators.base import FitData
+from calibrate_cli.calibrators.temperature import _nll_pass
+from calibrate_cli.data import predictions as _predictions
+from calibrate_cli.data.predictions import as_predictions
+from calibrate_cli.engine import binning, kernels, native
+from calibrate_cli.engine.summary import summarize
+from calibrate_cli.errors import InputError
+from calibrate_cli.evaluate import evaluate
+
+FUSED = pytest.param("fused", marks=pytest.mark.skipif(not native.HAVE_CKERNEL,
+                                                       reason="the C extension (the fused engine) is not built"))
+ENGINES = ["numpy", FUSED]
+DTYPES = [np.float32, np.float64]
+
+
+def _metrics(engine, monkeypatch, scores, labels, **kw):
+    monkeypatch.setenv(kernels.ENGINE_ENV, engine)
+    with np.errstate(divide="ignore"):
+        return evaluate(scores, labels, metrics="all", **kw).metrics
+
+
+def _agree_with_numpy(engine, monkeypatch, scores, labels, **kw):
+    """evaluate(metrics="all") by ``engine`` against the numpy definition: every metric in the contract."""
+    want = _metrics("numpy", monkeypatch, scores, labels, **kw)
+    got = _metrics(engine, monkeypatch, scores, labels, **kw)
+    assert_agree(got, want)
+    return got
+
+
+def _probs(logits):
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True)).astype(logits.dtype)
+
+
+# ------------------------------------------------------------------ every metric of evaluate
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", ["logits", "probs"])
+@pytest.mark.parametrize("n,k", [(3000, 2), (3000, 10), (400, 130), (1, 5), (2, 2)])
+def test_every_metric_agrees(engine, dtype, kind, n, k, monkeypatch):
+    rng = np.random.default_rng(n * 1000 + k)
+    x = (rng.standard_normal((n, k)) * 3).astype(dtype)
+    y = rng.integers(0, k, n)
+    x[np.arange(n), y] += dtype(2)
+    scores = x if kind == "logits" else _probs(x)
+    _agree_with_numpy(engine, monkeypatch, scores, y, input_kind=kind)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("kind", ["logits", "probs"])
+def test_one_dimensional_binary_scores(engine, kind, monkeypatch):
+    rng = np.random.default_rng(3)
+    s = rng.standard_normal(1000) * 4 if kind == "logits" else rng.random(1000)
+    y = rng.integers(0, 2, 1000)
+    _agree_with_numpy(engine, monkeypatch, s, y, input_kind=kind)
+    _agree_with_numpy(engine, monkeypatch, s[:1], y[:1], input_kind=kind)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_ties(engine, dtype, monkeypatch):
+    """Integer logits: ties of the maximum (argmax = lowest index), of the top-5 rank, of confidences."""
+    rng = np.random.default_rng(1)
+    x = rng.integers(-2, 3, (4000, 12)).astype(dtype)
+    x[:40] = 0.0  # every class tied: confidence 1/12
+    y = rng.integers(0, 12, 4000)
+    assert (x == x.max(axis=1, keepdims=True)).sum(axis=1).max() > 1
+    got = _agree_with_numpy(engine, monkeypatch, x, y)
+    assert got["accuracy"] == np.mean(x.argmax(axis=1) == y)  # a count: equal, lowest index wins
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_extreme_logits(engine, monkeypatch):
+    """±1e308 (x − max overflows to −inf, exp 0), a logit that dwarfs the rest, float32's largest."""
+    x = np.array([[1e308, -1e308, 0.0], [-1e308, -1e308, -1e308], [5.0, 5.0, -1e300], [3e17, 1.0, 2.0]])
+    _agree_with_numpy(engine, monkeypatch, x, [1, 2, 0, 0])
+    f = np.array([[3.4e38, -3.4e38, 0.0, 1.0], [1e-30, 0.0, -1e-30, 0.0]], dtype=np.float32)
+    _agree_with_numpy(engine, monkeypatch, f, [0, 3])
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("m", [5, 10, 15])
+def test_probabilities_on_bin_edges(engine, m, monkeypatch):
+    """Probabilities exactly b/M (the edges), confidence 1.0, a true-class probability of 0 (NLL inf)."""
+    rows = [[0.3, 0.7], [0.1, 0.9], [0.0, 1.0], [1.0, 0.0], [0.5, 0.5], [0.2, 0.8], [0.6, 0.4]]
+    probs = np.array(rows * 50)
+    labels = np.tile([0, 1, 0, 1, 1, 0, 0], 50)
+    got = _agree_with_numpy(engine, monkeypatch, probs, labels, input_kind="probs", n_bins=m)
+    assert got["nll"] == np.inf
+    rng = np.random.default_rng(m)
+    p = rng.integers(0, m + 1, (600, 6)).astype(np.float64)
+    p[:, 0] += p.sum(axis=1) == 0
+    p = p / p.sum(axis=1, keepdims=True)
+    edges = binning.uniform_edges(m)
+    p[:, :2] = edges[rng.integers(0, m + 1, (600, 2))] / 2  # on the float64 edges b/M, halved
+    p[:, -1] = 1.0 - p[:, :-1].sum(axis=1)
+    keep = (p >= 0).all(axis=1)
+    _agree_with_numpy(engine, monkeypatch, p[keep], rng.integers(0, 6, keep.sum()), input_kind="probs", n_bins=m)
+
+
+# ------------------------------------------------------------------ the summary pass, value by value
+
+
+def _assert_summaries_agree(a, b, kind):
+    """``a`` (numpy) and ``b``: counts and flags equal, values from exp/log within PER_VALUE each."""
+    for name in ("correct", "top5"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x is None) == (y is None), name
+        if x is not None:
+            np.testing.assert_array_equal(x, y, err_msg=name)
+    assert_equal_up_to_exp(b.confidences, a.confidences, err_msg="conf")
+    finite = np.isfinite(a.nll)
+    np.testing.assert_array_equal(np.isfinite(b.nll), finite)
+    assert_equal_up_to_exp(b.nll[finite], a.nll[finite], err_msg="nll")
+    # Brier: Σ_k of K terms, each within 2·PER_VALUE, summed in another order
+    np.testing.assert_allclose(b.brier, a.brier, rtol=0, atol=a.k * (4 * PER_VALUE + 2.0**-51))
+    np.testing.assert_array_equal(b.classwise.count, a.classwise.count)
+    np.testing.assert_array_equal(b.classwise.sum_correct, a.classwise.sum_correct)
+    assert_equal_up_to_exp(b.classwise.sum_conf, a.classwise.sum_conf, additions=a.n, err_msg="sum_conf")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", ["logits", "probs"])
+@pytest.mark.parametrize("k", [2, 7, 300])
+def test_per_sample_values_and_classwise_cells(engine, dtype, kind, k):
+    rng = np.random.default_rng(k)
+    x = (rng.standard_normal((2000, k)) * 3).astype(dtype)
+    x[:30] = np.round(x[:30])
+    scores = x if kind == "logits" else _probs(x.astype(np.float64)).astype(dtype)
+    p = as_predictions(scores, rng.integers(0, k, 2000), kind)
+    _assert_summaries_agree(summarize(p, engine="numpy"), summarize(p, engine=engine), kind)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_top_label_only_pass(engine, dtype):
+    """The top-label pass (conf and correct alone, for ECE, MCE, accuracy) gives the full pass's values."""
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((3000, 9)) * 3).astype(dtype)
+    x[:20] = 0.0
+    p = as_predictions(x, rng.integers(0, 9, 3000), "logits")
+    full = summarize(p, engine="numpy")
+    lean = summarize(p, engine=engine, top_label_only=True)
+    np.testing.assert_array_equal(lean.correct, full.correct)
+    assert_equal_up_to_exp(lean.confidences, full.confidences)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("closed", [True, False])
+def test_bin_sums(engine, dtype, closed, monkeypatch):
+    """1-D binning: equal-width (values on the edges, 0 and 1), equal-mass and float32 edges."""
+    rng = np.random.default_rng(9)
+    conf = np.concatenate([rng.random(3000), binning.uniform_edges(15), [0.0, 1.0, 0.2, 0.5]]).astype(dtype)
+    correct = rng.random(conf.shape[0]) < 0.5
+    for edges in (binning.uniform_edges(15), binning.uniform_edges(10), binning.equal_mass_edges(conf, 15),
+                  binning.torch_linspace_edges(15), binning.uniform_edges(1)):
+        values = conf.astype(edges.dtype)
+        monkeypatch.setenv(kernels.ENGINE_ENV, "numpy")
+        want = binning.bin_statistics(values, correct, edges, lowest_closed=closed)
+        monkeypatch.setenv(kernels.ENGINE_ENV, engine)
+        assert_bins_agree(binning.bin_statistics(values, correct, edges, lowest_closed=closed), want)
+
+
+# ------------------------------------------------------------------ temperature scaling
+
+
+def _fit_data(n, k, seed, dtype=np.float32, kind="logits"):
+    rng = np.random.default_rng(seed)
+    x = (rng.normal(size=(n, k)) * 2.5).astype(dtype)
+    y = rng.integers(0, k, n)
+    x[np.arange(n), y] += dtype(3)
+    x[: n // 5] = np.round(x[: n // 5])
+    if kind == "probs":
+        p = _probs(x.astype(np.float64))
+        p[:3, 0] = 0.0  # log-probabilities of 0
+        p /= p.sum(axis=1, keepdims=True)
+        return p, y
+    return x, y
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", ["logits", "probs"])
+@pytest.mark.parametrize("n,k", [(500, 3), (400, 2), (120, 100), (1, 4)])
+def test_nll_pass_sums(engine, dtype, kind, n, k):
+    """The Newton pass's sums (mean NLL, its derivative, the variance) at several β."""
+    x, y = _fit_data(n, k, n + k, dtype, kind)
+    data = FitData.prepare(x, y, kind, "scores", "labels")
+    for beta in (0.05, 0.7, 1.0, 3.0, 40.0):
+        want = _nll_pass(data, beta, "numpy")
+        got = _nll_pass(data, beta, engine)
+        assert_agree(list(got), list(want), rel=1e-12, abs=1e-13)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("search,objective", [("nll", None), ("grid", "ece"), ("grid", "nll")])
+def test_temperature_fits_agree(engine, search, objective, monkeypatch):
+    x, y = _fit_data(3000, 10, 7)
+    kw = {"search": search} if objective is None else {"search": search, "objective": objective}
+    monkeypatch.setenv(kernels.ENGINE_ENV, "numpy")
+    want = fit_temperature(x, y, **kw).temperature
+    monkeypatch.setenv(kernels.ENGINE_ENV, engine)
+    got = fit_temperature(x, y, **kw).temperature
+    assert got == pytest.approx(want, rel=1e-9 if search == "nll" else 0)
+
+
+# ------------------------------------------------------------------ determinism and the choice
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_same_bits_for_any_thread_count_and_chunk_size(engine, monkeypatch):
+    """Any thread count: every output the same bits (chunks are fixed by the input's shape, and their
+    results combined in chunk order). Any chunk size: the same metrics too, except classwise-ECE,
+    whose per-chunk (class, bin) cells are added chunk by chunk, and the NLL pass's chunk sums."""
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((30_000, 10)) * 3).astype(np.float32)
+    x[:500] = np.round(x[:500])
+    y = rng.integers(0, 10, 30_000)
+    monkeypatch.setenv(kernels.ENGINE_ENV, engine)
+    by_threads, by_chunks = [], []
+    for threads, chunk in (("1", 7000), ("2", 7000), ("3", 7000), ("2", 1 << 20), ("2", 40_010)):
+        monkeypatch.setenv("CALIB_THREADS", threads)
+        monkeypatch.setattr(_predictions, "_CHUNK_ELEMENTS", chunk)
+        report = evaluate(x, y, metrics="all")
+        data = FitData.prepare(x, y, "logits", "scores", "labels")
+        if chunk == 7000:
+            by_threads.append((report.metrics, report.bins.sum_conf.tolist(), report.adaptive_bins.edges.tolist(),
+                               _nll_pass(data, 0.8, engine)))
+        by_chunks.append({name: v for name, v in report.metrics.items() if name != "classwise_ece"})
+    assert all(r == by_threads[0] for r in by_threads[1:])
+    assert all(r == by_chunks[0] for r in by_chunks[1:])
+
+
+def test_the_choice_of_engine(monkeypatch):
+    monkeypatch.setenv(kernels.ENGINE_ENV, "numpy")
+    assert kernels.default_engine() == "numpy" and kernels.check_engine(None) == "numpy"
+    monkeypatch.setenv(kernels.ENGINE_ENV, "gpu")
+    with pytest.raises(InputError, match="CALIB_ENGINE"):
+        kernels.default_engine()
+    monkeypatch.delenv(kernels.ENGINE_ENV)
+    assert kernels.default_engine() == ("fused" if native.HAVE_CKERNEL else "numpy")
+    with pytest.raises(InputError, match="engine"):
+        kernels.check_engine("cuda")
+    if native.HAVE_CKERNEL:
+        assert kernels.check_engine("fused") == "fused"
+    else:
+        with pytest.raises(InputError, match="C extension"):
+            kernels.check_engine("fused")
+
+
+@pytest.mark.skipif(not native.HAVE_CKERNEL, reason="the C extension (the fused engine) is not built")
+def test_the_c_loops_refuse_bad_arrays():
+    x, y, edges = np.zeros((3, 4)), np.array([0, 1, 2]), binning.uniform_edges(15)
+    with pytest.raises(ValueError, match="labels"):
+        native.fused_rows(x, np.array([0, 4, 1]), edges, is_logits=True, top5=True, classwise=True)
+    with pytest.raises(TypeError):
+        native.fused_rows(x.astype(np.float16), y, edges, is_logits=True, top5=False, classwise=False)
+    with pytest.raises(ValueError, match="label"):
+        native.nll_sums(x, np.array([0, -1, 1]), 1.0)
+    conf, correct, *_ = native.fused_rows(x, y, edges, is_logits=True, top5=True, classwise=True)
+    assert conf.tolist() == [0.25] * 3 and correct.tolist() == [True, False, False]  # ties: lowest index

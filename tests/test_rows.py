@@ -1,0 +1,222 @@
+"""The row pass written once (calibrate_cli.engine.rows) on numpy and torch: each value against an
+independent float64 loop (tests/naive_reference.py), and torch against numpy within the contract of
+tests/libm.py, from the summary pass to the reports and the temperature fits. ``torch-cpu`` runs the
+very code a GPU runs; the CUDA tests run only where torch sees one."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import naive_reference as naive  # noqa: E402
+from libm import assert_agree, assert_bins_agree  # noqa: E402
+
+from calibrate_cli import evaluate, fit_temperature  # noqa: E402
+from calibrate_cli.data.predictions import as_predictions  # noqa: E402
+from calibrate_cli.engine import torch_pass  # noqa: E402
+from calibrate_cli.engine.binning import S99_THRESHOLD, uniform_edges  # noqa: E402
+from calibrate_cli.engine.devices import array_ops  # noqa: E402
+from calibrate_cli.engine.rows import grid_rows, nll_newton_sums, row_stats  # noqa: E402
+from calibrate_cli.engine.summary import summarize  # noqa: E402
+from calibrate_cli.errors import InputError  # noqa: E402
+
+HAS_CUDA = torch.cuda.is_available()
+OPS = ["cpu", "torch-cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU"))]
+
+
+def _logits(n, k, seed):
+    rng = np.random.default_rng(seed)
+    x = (rng.normal(size=(n, k)) * 3).astype(np.float32)
+    x[: n // 3] = np.round(x[: n // 3])  # exact ties, also of the maximum
+    x[n // 3: n // 3 + 2] = 0.0  # all classes equal: p = 1/K, argmax 0
+    return x, rng.integers(0, k, n)
+
+
+def _probs_on_edges(n, seed):
+    """Binary probabilities on the bin edges b/15 and b/10, exactly 0 and 1 (an infinite NLL)."""
+    rng = np.random.default_rng(seed)
+    p1 = rng.choice(np.concatenate([np.arange(16) / 15, np.arange(11) / 10]), size=n)
+    return np.stack([1 - p1, p1], axis=1), rng.integers(0, 2, n)
+
+
+CASES = {  # name: (scores, labels, input kind)
+    "logits-ties": (*_logits(300, 7, 0), "logits"),
+    "K=2": (*_logits(200, 2, 1), "logits"),
+    "N=1": (*_logits(1, 3, 2), "logits"),
+    "K=12": (*_logits(257, 12, 3), "logits"),
+    "probs-on-edges": (*_probs_on_edges(400, 4), "probs"),
+    "binary-1d": (np.linspace(-3, 3, 101), np.arange(101) % 2, "logits"),
+}
+
+
+@pytest.mark.parametrize("device", OPS)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_row_stats_equal_a_float64_loop(case, device):
+    pred = as_predictions(*CASES[case])
+    x, y, n_bins = pred.scores, pred.labels, 10
+    probs = naive.softmax_rows(x) if pred.input_kind == "logits" else np.asarray(x, dtype=np.float64).tolist()
+    ops = array_ops(device)
+    s = row_stats(ops, ops.asarray(x), ops.asarray(y.astype(np.int64)), uniform_edges(n_bins),
+                  is_logits=pred.input_kind == "logits", top5=True)
+    conf, top = naive.top_label(probs)
+    np.testing.assert_allclose(ops.to_numpy(s.conf), conf, rtol=1e-15, atol=0)
+    assert ops.to_numpy(s.correct).tolist() == [p == t for p, t in zip(top, y.tolist())]
+    for i, (row, label) in enumerate(zip(probs, y.tolist())):  # one sample at a time: NLL, Brier, top-5
+        expected_nll = naive.nll(x[i:i + 1], [label]) if pred.input_kind == "logits" else naive.nll_probs([row], [label])
+        assert ops.to_numpy(s.nll)[i] == pytest.approx(expected_nll, rel=1e-14, abs=1e-15)
+        assert ops.to_numpy(s.brier)[i] == pytest.approx(naive.brier([row], [label]), rel=1e-14, abs=1e-15)
+        assert ops.to_numpy(s.top5)[i] == (naive.top5_accuracy([row], [label]) == 1.0)
+    count, sum_p, sum_y = (np.zeros((len(probs[0]), n_bins)) for _ in range(3))
+    for row, label in zip(probs, y.tolist()):
+        for k, p in enumerate(row):
+            b = naive.equal_width_bin(p, n_bins)
+            count[k, b] += 1
+            sum_p[k, b] += p
+            sum_y[k, b] += k == label
+    np.testing.assert_array_equal(s.classwise[0], count)
+    np.testing.assert_array_equal(s.classwise[2], sum_y)
+    np.testing.assert_allclose(s.classwise[1], sum_p, rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize("device", OPS)
+def test_temperature_passes_equal_a_float64_loop(device):
+    z, y = np.array([[0.0, math.log(3.0), -1.0], [2.0, 2.0, -np.inf]]), np.array([0, 1])
+    ops = array_ops(device)
+    d, beta = z - z.max(axis=1, keepdims=True), 0.5
+    total = grad = var = 0.0
+    for row, label in zip(d, y):
+        w = [math.exp(beta * v) for v in row]
+        s = sum(w)
+        m1 = sum(wk * (v if np.isfinite(v) else 0.0) for wk, v in zip(w, row)) / s
+        m2 = sum(wk * (v * v if np.isfinite(v) else 0.0) for wk, v in zip(w, row)) / s
+        total, grad, var = total + math.log(s) - beta * row[label], grad + m1 - row[label], var + m2 - m1 * m1
+    got = nll_newton_sums(ops, ops.asarray(z), ops.asarray(y), beta)
+    np.testing.assert_allclose(got, [total, grad, var], rtol=1e-14, atol=1e-15)
+    temps = np.array([0.5, 1.0, 4.0])
+    conf, correct = (ops.to_numpy(a) for a in grid_rows(ops, ops.asarray(z), ops.asarray(y), temps, nll=False))
+    for j, t in enumerate(temps):
+        confs, top = naive.top_label(naive.softmax_rows(np.where(np.isinf(z), -1e300, z) / t))
+        np.testing.assert_allclose(conf[:, j], confs, rtol=1e-15)
+        assert correct[:, j].tolist() == [p == label for p, label in zip(top, y)]
+
+
+def _assert_summaries_agree(a, b, rel, abs_):
+    assert (a.n, a.k, a.compat) == (b.n, b.k, b.compat) and a.confidences.dtype == b.confidences.dtype
+    for name in ("correct", "top5"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    for name in ("confidences", "nll", "brier"):
+        np.testing.assert_allclose(getattr(b, name), getattr(a, name), rtol=rel, atol=abs_)
+    assert_bins_agree(b.classwise, a.classwise, rel=rel, abs=abs_ * a.n)
+
+
+@pytest.mark.parametrize("compat", [None, "focal-calibration"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_torch_cpu_agrees_with_numpy(case, compat):
+    """Summary and report of the torch pass and of numpy within the contract (float32 arithmetic in
+    the compat mode, as the reference code: 1e-6)."""
+    scores, labels, kind = CASES[case]
+    rel, abs_ = (1e-12, 1e-15) if compat is None else (1e-6, 1e-6)
+    pred = as_predictions(scores, labels, kind)
+    _assert_summaries_agree(summarize(pred, compat=compat, engine="numpy"),
+                            summarize(pred, compat=compat, device="torch-cpu"), rel, abs_)
+    a = evaluate(scores, labels, input_kind=kind, compat=compat)
+    b = evaluate(scores, labels, input_kind=kind, compat=compat, device="torch-cpu")
+    assert_agree(b.metrics, a.metrics, rel=rel, abs=abs_)
+    assert_bins_agree(b.bins, a.bins, rel=rel, abs=abs_ * a.n)
+
+
+def test_chunks_sparse_cells_and_memory_mapped_input(monkeypatch, tmp_path):
+    """Rows moved to the device a few at a time, K·M far beyond a chunk's values (sparse classwise
+    cells), a read-only memory-mapped input (no torch warning): the numpy numbers."""
+    import warnings
+
+    x, y = _logits(1001, 9, 11)
+    seen, original = [], torch_pass.torch_chunk
+    monkeypatch.setattr(torch_pass, "torch_chunk", lambda ops, s, *a, **kw: seen.append(len(s)) or original(ops, s, *a, **kw))
+    monkeypatch.setattr(torch_pass, "TORCH_CHUNK_ELEMENTS", 9 * 64)
+    np.save(tmp_path / "x.npy", x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        report = evaluate(np.load(tmp_path / "x.npy", mmap_mode="r"), y, device="torch-cpu")
+    assert_agree(report.metrics, evaluate(x, y).metrics)
+    assert len(seen) == 16 and max(seen) == 64 and sum(seen) == 1001
+    wide, labels = _logits(4, 3000, 12)
+    a = summarize(as_predictions(wide, labels, "logits"), n_bins=1000, engine="numpy").classwise
+    b = summarize(as_predictions(wide, labels, "logits"), n_bins=1000, device="torch-cpu").classwise
+    assert type(a).__name__ == type(b).__name__ == "SparseBinStats"
+    np.testing.assert_array_equal(a.keys, b.keys)
+    np.testing.assert_allclose(b.sums_conf, a.sums_conf, rtol=1e-12)
+
+
+def test_devices_are_recorded_and_refused_clearly(monkeypatch):
+    x, y = _logits(50, 4, 14)
+    assert evaluate(x, y).to_dict()["device"] == "cpu" and evaluate(x, y, device="torch-cpu").device == "torch-cpu"
+    assert evaluate(x, y, device="auto").device == ("cuda" if HAS_CUDA else "cpu")
+    if not HAS_CUDA:
+        with pytest.raises(InputError, match="CUDA"):
+            evaluate(x, y, device="cuda")
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(InputError, match=r"needs torch.*pip install torch==2\.13\.0"):
+        evaluate(x, y, device="torch-cpu")
+    assert evaluate(x, y, device="auto").device == "cpu"  # auto falls back to numpy
+
+
+@pytest.mark.parametrize("device", OPS[1:])
+@pytest.mark.parametrize("kwargs", [{"objective": "ece"}, {"objective": "nll"}, {"search": "nll"}])
+def test_temperature_fits_on_torch_agree_with_numpy(monkeypatch, device, kwargs):
+    x, y = _logits(600, 6, 30)
+    monkeypatch.setattr(torch_pass, "TORCH_CHUNK_ELEMENTS", 6 * 100 * 7)  # several chunks (7 rows at 100 T)
+    a, b = fit_temperature(x, y, **kwargs), fit_temperature(x, y, device=device, **kwargs)
+    assert b.temperature == pytest.approx(a.temperature, rel=1e-10)
+    assert_agree([b.objective_value, b.objective_at_one], [a.objective_value, a.objective_at_one])
+    if a.curve:
+        assert_agree([v for _, v in b.curve], [v for _, v in a.curve])
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+def test_cuda_agrees_with_numpy_and_repeats(monkeypatch):
+    monkeypatch.setattr(torch_pass, "TORCH_CHUNK_ELEMENTS", 1 << 12)
+    x, y = _logits(20_000, 10, 22)
+    a, b = evaluate(x, y, device="cuda"), evaluate(x, y, device="cuda")
+    assert a.metrics == b.metrics  # no float atomics: a GPU run repeats bit for bit
+    assert_agree(a.metrics, evaluate(x, y).metrics)
+
+
+@pytest.mark.parametrize("names,columns", [(["ece", "accuracy"], False), (["adaece", "mce"], False),
+                                           (["nll", "ece", "s99_share"], False), (None, True)])
+def test_a_request_computes_what_its_metrics_need(names, columns):
+    """summarize(request=...): the top label alone when only its sums are asked, the classwise sums only
+    when asked, and the equal-width bins and in-order sums always when asked (float64 loops)."""
+    from calibrate_cli.engine.summary import SummaryRequest
+    from calibrate_cli.metrics.registry import sums_needed
+
+    x, y = _logits(500, 7, 5)
+    sums = sums_needed(names)
+    s = summarize(as_predictions(x, y, "logits"), n_bins=10, request=SummaryRequest(sums=sums, columns=columns),
+                  engine="numpy")
+    assert (s.classwise is None) == ("classwise_gap" not in sums)
+    assert (s.nll is None) == (not columns) and (s.totals is None) == (columns or sums <= {"width", "mass", "correct",
+                                                                                         "conf", "s99", "s99_correct"})
+    conf, top = naive.top_label(naive.softmax_rows(x))
+    hits = [p == t for p, t in zip(top, y.tolist())]
+    bins = [naive.equal_width_bin(c, 10) for c in conf]
+    np.testing.assert_array_equal(s.width.count, np.bincount(bins, minlength=10))
+    np.testing.assert_array_equal(s.width.sum_correct, np.bincount(bins, weights=hits, minlength=10))
+    np.testing.assert_allclose(s.width.sum_conf, np.bincount(bins, weights=conf, minlength=10), rtol=1e-13)
+    if not sums & {"correct", "conf", "s99", "s99_correct"}:
+        assert s.in_order is None
+        return
+    assert s.in_order["correct"][0] == sum(hits) and s.in_order["s99"][0] == sum(c >= 0.99 for c in conf)
+    assert s.in_order["conf"][0] == pytest.approx(math.fsum(conf), rel=1e-13)
+
+
+def test_s99_threshold_is_the_registrys():
+    from calibrate_cli.metrics.registry import S99_THRESHOLD as REGISTRY_S99
+
+    assert S99_THRESHOLD == REGISTRY_S99 == 0.99
