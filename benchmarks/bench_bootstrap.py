@@ -22,7 +22,7 @@ from calibrate_cli.bootstrap import bootstrap
 from calibrate_cli.engine.devices import DEVICES
 from calibrate_cli.metrics.functional import equal_width_bins
 from calibrate_cli.data.predictions import as_predictions
-from calibrate_cli.engine.summary import summarize
+from calibrate_cli.engine.summary import SummaryRequest, summarize
 
 
 def data(n: int, k: int, seed: int = 0):
@@ -35,7 +35,7 @@ def data(n: int, k: int, seed: int = 0):
 
 def naive_ece_seconds(logits, labels, n_resamples: int, sample: int = 20) -> float:
     """A plain loop: resample the confidences/correctness and bin them again (per-sample pass reused)."""
-    s = summarize(as_predictions(logits, labels), classwise=False)
+    s = summarize(as_predictions(logits, labels), request=SummaryRequest(sums=frozenset({"samples"})))  # conf, correct
     rng = np.random.default_rng(0)
     t = time.perf_counter()
     for _ in range(sample):

@@ -5,6 +5,7 @@ each gives. Not a test.
 
     python benchmarks/bench_llm.py                           # 3000 × 128256 (a Llama-3 vocabulary)
     python benchmarks/bench_llm.py --sizes 300x32000 --device cpu
+    python benchmarks/bench_llm.py --formats bf16 --tools "calib eval"    # bfloat16 safetensors, calib only
     python benchmarks/bench_llm.py --sizes 3000x128256 --device cuda   # calib and torchmetrics on the GPU
 
 Each measurement is one fresh process (so peak RSS is that run's, imports included), timed from start
@@ -165,10 +166,12 @@ def calib_argv(scores: str, labels: str, device: str) -> list[str]:
     return [*calib, "eval", scores, labels, "--format", "json", *(["--device", device] if device != "cpu" else [])]
 
 
-def run_size(n: int, k: int, device: str, folder: Path) -> list[dict]:
+def run_size(n: int, k: int, device: str, folder: Path, formats=None, tools=None) -> list[dict]:
     inputs = write_inputs(folder, n, k)
     rows = []
     for fmt, (scores, labels) in inputs.items():
+        if formats and fmt not in formats:
+            continue
         path = scores.split(":")[0] if fmt == "bf16" else scores
         bare = None
         for tool, argv in (
@@ -178,6 +181,8 @@ def run_size(n: int, k: int, device: str, folder: Path) -> list[dict]:
             ("torchmetrics", [sys.executable, "-c", _TORCHMETRICS, path, labels, fmt,
                               "cuda" if device in ("cuda", "auto") and _has_cuda() else "cpu"]),
         ):
+            if tools and tool not in tools and tool != "bare read":  # the bare read: calib's yardstick
+                continue
             got = measure(argv)
             row = {"n": n, "k": k, "format": fmt, "tool": tool, "seconds": round(got["seconds"], 3),
                    "peak_rss_mb": round(got["peak_rss_mb"], 1), "peak_anon_mb": round(got["peak_anon_mb"], 1),
@@ -223,6 +228,10 @@ def main() -> None:
                         help="where calib's pass and torchmetrics run (auto: cuda when there is one)")
     parser.add_argument("--dir", default=None, help="folder for the input files (default: a temporary one)")
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    parser.add_argument("--formats", default=None, help="comma-separated formats to run (float32,float16,bf16; default all)")
+    parser.add_argument("--tools", default=None,
+                        help="comma-separated tools besides the bare read ('calib eval', 'numpy float64 pass', "
+                             "torchmetrics; default all)")
     args = parser.parse_args()
     device = args.device if args.device != "auto" else ("cuda" if _has_cuda() else "cpu")
     print(f"# {platform.platform()}, {os.cpu_count()} CPUs, python {platform.python_version()}, device {device}")
@@ -231,7 +240,8 @@ def main() -> None:
     for size in args.sizes.split(","):
         n, k = (int(v) for v in size.lower().split("x"))
         with tempfile.TemporaryDirectory(dir=args.dir) as folder:
-            rows += run_size(n, k, device, Path(folder))
+            rows += run_size(n, k, device, Path(folder), formats=args.formats and args.formats.split(","),
+                             tools=args.tools and args.tools.split(","))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 

@@ -49,7 +49,6 @@ def summarize_data(
     metrics=None,
     columns: bool = True,
     device: str | None = None,
-    sums_only: bool | None = None,
     classwise_max_k: int | None = None,
 ) -> SummarizedData:
     """Validate ``scores``/``labels`` (:func:`~calibrate_cli.data.predictions.as_predictions`) and make the one
@@ -60,12 +59,9 @@ def summarize_data(
 
     ``metrics``: names of metrics wanted besides the default ones (or "all"); each class's
     probabilities are sorted (ACE, classwise RMS/KS) only when one of them is among them.
-    ``sums_only``: the former name of ``columns=False`` (for callers not yet converted).
     ``classwise_max_k``: beyond this many classes the classwise cells are made only when ``metrics``
     names a metric built from them (:func:`classwise_left_out`; :func:`evaluate` passes
     :data:`CLASSWISE_DEFAULT_MAX_K`); None: always made (the shards, the bootstrap's own callers)."""
-    if sums_only is not None:
-        columns = not sums_only
     compat = check_compat(compat)
     predictions = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name,
                                  check_values=False)  # checked by the summary pass, which reads the chunks anyway

@@ -83,7 +83,7 @@ def test_evaluate_leaves_the_callers_arrays_untouched_and_equals_the_unconsumed_
     assert calib.adaece(x, y) == pytest.approx(report.metrics["adaece"], **close)
     assert calib.ece(x, y) == pytest.approx(report.metrics["ece"], **close)
     assert np.array_equal(x, x0) and np.array_equal(y, y0)
-    summary = summarize_data(x, y, sums_only=True).summary
+    summary = summarize_data(x, y, columns=False).summary
     kept = summary.confidences.copy()
     assert report_from_summary(summary).to_dict() == report.to_dict()
     assert np.array_equal(summary.confidences, kept)  # not consumed unless asked

@@ -37,7 +37,7 @@ def test_at_most_threads_plus_one_chunks_in_flight():
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_a_chunk_starts_only_after_the_caller_took_the_one_threads_plus_one_before(threads):
-    """The order summarize's width_only relies on to reuse threads + 1 buffers in turn: chunk
+    """The order summarize relies on when only the equal-width bins are asked for to reuse threads + 1 buffers in turn: chunk
     i + threads + 1 starts after the caller has taken chunk i's result and asked for the next."""
     events, lock = [], threading.Lock()
 

@@ -170,7 +170,7 @@ def test_uniform_bars_equal_naive_accuracy(sharpen):
 
 
 def test_uniform_bins_made_during_the_pass_are_calib_evals(monkeypatch):
-    """The diagram's equal-width bins, made chunk by chunk during the pass (summarize's width_only,
+    """The diagram's equal-width bins, made chunk by chunk during the pass (a summarize request for the equal-width bins alone,
     where the C extension runs), are the report's bins, and its ECE and accuracy the report's values,
     over many chunks on two threads. The width-only pass (the top-label kernel) and `evaluate`'s are
     two paths: counts, Σ correctness (whole numbers) and accuracy equal, Σ confidence and the ECE

@@ -30,7 +30,7 @@ from calibrate_cli.metrics.registry import MetricSums, WeightedSamples, metric_s
 from calibrate_cli.data.pages import mapped_file, release_rows
 from calibrate_cli.data.predictions import as_predictions
 from calibrate_cli.metrics.smooth_ece import smooth_ece
-from calibrate_cli.engine.summary import summarize
+from calibrate_cli.engine.summary import SummaryRequest, summarize
 
 
 def _ties(rng, n, k):
@@ -177,7 +177,7 @@ def test_sums_only_summary_gives_the_same_metrics(k):
     full = evaluate(logits, labels, bootstrap=0).metrics
     predictions = as_predictions(logits, labels, "logits")
     kept = summarize(predictions)
-    compact = summarize(predictions, sums_only=True)
+    compact = summarize(predictions, request=SummaryRequest(columns=False))
     assert compact.nll is None and compact.brier is None and compact.top5 is None
     t = compact.totals
     assert t.nll_sum == np.sum(kept.nll) and t.brier_sum == np.sum(kept.brier) and t.nll_inf == 0

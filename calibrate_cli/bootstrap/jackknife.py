@@ -74,7 +74,7 @@ def jackknife_values(
         keep = np.ones(n, dtype=bool)
         keep[group] = False
         sub = Predictions(score_array[keep], label_array[keep], predictions.input_kind)  # rows of valid data
-        summary = summarize(sub, n_bins=n_bins, compat=compat, classwise=True)
+        summary = summarize(sub, n_bins=n_bins, compat=compat)  # every column and the classwise cells
         if class_sorted:  # the opt-in classwise metrics (ACE, classwise RMS/KS) read each class sorted
             summary = with_class_sorted(summary, sub)
         values = metrics_from_summary(summary, n_bins)

@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import InputError
 from .formats import names_text, one_line, pick_key, require, rows_per_block
 
-__all__ = ["load_safetensors", "load_hdf5", "load_zarr", "check_numeric_dtype"]
+__all__ = ["load_safetensors", "load_hdf5", "load_zarr", "check_numeric_dtype", "BFloat16Rows", "widen_bf16"]
 
 
 def check_numeric_dtype(dtype: np.dtype, label: str, what: str) -> None:
@@ -117,6 +117,88 @@ def load_safetensors(path: Path, key: str | None, label: str) -> np.ndarray:
         raise InputError(f"{label}: not a valid safetensors file ({one_line(exc)})") from None
 
 
+#: machine epsilon of bfloat16 (8 significant bits): 2⁻⁷
+BF16_EPS = 2.0 ** -7
+
+
+def widen_bf16(bits) -> np.ndarray:
+    """bfloat16 values given as their 16-bit patterns (uint16), as float32: each pattern is the high
+    half of the float32 of the same value, so the widening is exact (NaN and ±inf included)."""
+    return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
+
+
+class BFloat16Rows(np.lib.mixins.NDArrayOperatorsMixin):
+    """A 2-D array of bfloat16 values (``raw``: their uint16 patterns, e.g. a memory map of the file)
+    read as float32, exactly (:func:`widen_bf16`), only as far as it is indexed: ``rows[a:b]`` is the
+    float32 array of those rows, and no widened copy of the whole array is made unless one is asked
+    for (``np.asarray(rows)``, arithmetic, ``astype``: the float32 array the file holds, as a whole).
+    numpy has no bfloat16 dtype; ``dtype`` is the float32 the values are read as, and ``stored_eps``
+    bfloat16's machine epsilon, so the probability-sum tolerance follows the stored precision."""
+
+    dtype = np.dtype(np.float32)
+    stored_eps = BF16_EPS
+
+    def __init__(self, raw: np.ndarray) -> None:
+        if raw.dtype.itemsize != 2 or raw.dtype.kind not in "iu":
+            raise ValueError("BFloat16Rows reads 16-bit patterns (uint16)")
+        self.raw = raw
+
+    @property
+    def shape(self) -> tuple:
+        return self.raw.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.raw.ndim
+
+    @property
+    def size(self) -> int:
+        return self.raw.size
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the float32 array the values are read as (twice the file's)."""
+        return self.raw.size * self.dtype.itemsize
+
+    def __len__(self) -> int:
+        return self.raw.shape[0]
+
+    def __repr__(self) -> str:
+        return f"BFloat16Rows(shape={self.shape})"
+
+    def __getitem__(self, key) -> np.ndarray:
+        """``widen_bf16(raw[key])``: any numpy index (row slices, mostly)."""
+        out = widen_bf16(self.raw[key])
+        return out[()] if out.ndim == 0 else out
+
+    def read_into(self, rows: slice, out: np.ndarray) -> np.ndarray:
+        """Rows ``rows`` widened into ``out`` (float32, their shape; no temporary), then their
+        pages of a memory-mapped file given back (:func:`~calibrate_cli.data.pages.release_rows`:
+        read again, they are mapped again). Returns ``out``."""
+        from .pages import release_rows
+
+        np.left_shift(self.raw[rows], 16, out=out.view(np.uint32), dtype=np.uint32)
+        release_rows(self.raw, rows)
+        return out
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        if copy is False:
+            raise ValueError("bfloat16 values cannot be read as float32 without a copy")
+        out = np.empty(self.shape, dtype=np.float32)
+        step = max(1, rows_per_block(4 * max(math.prod(self.shape[1:]), 1)))
+        for start in range(0, self.shape[0], step):
+            rows = slice(start, min(self.shape[0], start + step))
+            self.read_into(rows, out[rows])
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        inputs = tuple(np.asarray(x) if isinstance(x, BFloat16Rows) else x for x in inputs)
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+    def astype(self, dtype, copy: bool = True) -> np.ndarray:
+        return np.asarray(self).astype(dtype, copy=False)
+
+
 def _bf16(path: Path, entry: dict, data_start: int, shape: tuple, label: str, name: str) -> np.ndarray:
     from .predictions import with_stored_precision
 
@@ -132,6 +214,8 @@ def _bf16(path: Path, entry: dict, data_start: int, shape: tuple, label: str, na
         from .pages import watch_mapped
 
         watch_mapped(raw, label)  # truncated while read: one line and exit 2, not SIGBUS
+    if len(shape) == 2:  # (N, K) scores: widened a row chunk at a time by whoever reads them
+        return BFloat16Rows(raw.reshape(shape))
     out = np.empty(count, dtype=np.float32)
     step = rows_per_block(4) if count else 1
     for start in range(0, count, step):  # bfloat16 is the high half of a float32: exact

@@ -339,6 +339,10 @@ def _load_torch(path: Path, key: str | None, label: str) -> np.ndarray:
     tensor = tensor.detach().cpu()
     if tensor.layout != torch.strided or tensor.is_quantized:
         raise InputError(f"{label}: holds a sparse or quantised tensor; save a dense one (tensor.to_dense())")
+    if tensor.dtype == torch.bfloat16 and tensor.dim() == 2:
+        # numpy has no bfloat16: (N, K) scores are read as their 16-bit patterns (the file's pages when
+        # torch.load mapped it) and widened to float32 exactly a row chunk at a time by whoever reads them
+        return _arrays().BFloat16Rows(tensor.view(torch.int16).numpy().view(np.uint16))
     if tensor.dtype == torch.bfloat16:
         # numpy has no bfloat16: widen to float32 exactly, remembering the stored precision
         return with_stored_precision(tensor.float().numpy(), eps=float(torch.finfo(torch.bfloat16).eps))

@@ -109,6 +109,16 @@ class ScaledRows:
         return whole if dtype is None else whole.astype(dtype, copy=False)
 
 
+def row_array(scores):
+    """``scores`` as an array read by row chunks: itself when it is an ndarray or a 2-D row reader
+    (an object with ``dtype``, ``shape``, ``ndim``, row-slice indexing and ``read_into(rows, out)``:
+    :class:`~calibrate_cli.data.arrays.BFloat16Rows`, whose values are widened a chunk at a time),
+    else ``np.asarray(scores)``."""
+    if isinstance(scores, np.ndarray) or (hasattr(scores, "read_into") and getattr(scores, "ndim", None) == 2):
+        return scores
+    return np.asarray(scores)
+
+
 def row_chunks(n: int, k: int, elements: int | None = None) -> Iterator[slice]:
     """Row slices of at most ``elements`` (default ``_CHUNK_ELEMENTS``) values each, at least one row."""
     step = max(1, (_CHUNK_ELEMENTS if elements is None else elements) // max(k, 1))
@@ -238,7 +248,7 @@ def largest_magnitude(scores: np.ndarray) -> float:
     max(|min x|, |max x|) exactly when both are finite (and, for integers, after the same float64
     conversion, which is monotone). Only a chunk holding NaN or ±inf takes the slower path that
     drops its non-finite entries."""
-    scores = np.asarray(scores)
+    scores = row_array(scores)
     if scores.size == 0 or scores.dtype.kind not in "iuf":
         return 0.0
     k = scores.shape[1] if scores.ndim == 2 else 1
@@ -287,7 +297,7 @@ def check_nll_range(scores: np.ndarray, min_temperature: float, *, scores_name: 
     Per sample, NLL = log Σ_k exp((x_k − x_y)/T) ≤ 2·max|x|/T + log K, so the sum over N samples
     stays finite when N·(2·max|x|/T + log K) < max(float64) (≈ 1.8e308): any real model passes.
     """
-    scores = np.asarray(scores)
+    scores = row_array(scores)
     n, k = scores.shape[0], (scores.shape[1] if scores.ndim == 2 else 2)
     peak = largest_magnitude(scores)
     limit = float(np.finfo(np.float64).max)
@@ -403,7 +413,7 @@ def resolve_input_kind(scores, input_kind: InputKind | None, scores_name: str = 
     first)."""
     if input_kind is not None:
         return input_kind
-    scores = scores if isinstance(scores, np.ndarray) else np.asarray(scores)
+    scores = row_array(scores)
     if scores.ndim not in (1, 2) or scores.dtype.kind not in "iufb" or scores.size == 0:
         return "logits"  # the shape checks say what is wrong
     tolerance = probs_sum_tolerance(scores)
@@ -456,7 +466,7 @@ def as_predictions(
         if input_kind is not None and scores.input_kind != input_kind:
             raise InputError(f"{scores_name}: validated as {scores.input_kind}, but used as {input_kind}")
         return scores
-    scores = scores if isinstance(scores, np.ndarray) else np.asarray(scores)
+    scores = row_array(scores)  # a row reader (bfloat16) stays one: read chunk by chunk
     labels = labels if isinstance(labels, np.ndarray) else np.asarray(labels)
     _check_not_swapped(scores, labels, scores_name, labels_name)
     stated, input_kind = input_kind, input_kind or "logits"

@@ -223,10 +223,11 @@ def top_label(scores, labels, *, input_kind=None, scores_name: str = "scores",
     validated and computed as calib does everywhere (:func:`~calibrate_cli.engine.summary.summarize`).
     ``scores`` may be validated :class:`~calibrate_cli.data.predictions.Predictions` (``labels`` None)."""
     from ..data.predictions import as_predictions
-    from ..engine.summary import summarize
+    from ..engine.summary import SummaryRequest, summarize
 
     predictions = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name)
-    summary = summarize(predictions, classwise=False, top_label_only=True, scores_name=scores_name)
+    # the top label's columns alone (the samples' sums: no NLL, Brier, top-5 or classwise work)
+    summary = summarize(predictions, request=SummaryRequest(sums=frozenset({"samples"})), scores_name=scores_name)
     return (np.asarray(summary.confidences, dtype=np.float64),
             np.asarray(summary.correct, dtype=bool))
 

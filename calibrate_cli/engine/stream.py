@@ -34,7 +34,9 @@ from .kernels import check_engine
 from .rows import softmax_and_log_normalizer
 from ..data import predictions as _predictions
 from ..data.predictions import Predictions, as_predictions
-from .summary import ColumnTotals, PredictionSummary, check_compat, merge_classwise, summarize
+from .summary import (IN_PASS_SUMS, ColumnTotals, PredictionSummary, SummaryRequest, check_compat, merge_classwise,
+                      summarize)
+from ..metrics.registry import DENSE_SUMS
 
 __all__ = ["RowCountMismatch", "chunk_rows", "rechunk", "summarize_blocks"]
 
@@ -95,7 +97,7 @@ def summarize_blocks(
     sums_only: bool = False,
 ) -> PredictionSummary:
     """The summary of the concatenation of ``blocks`` ((scores, labels) pairs in row order), equal to
-    :func:`~calibrate_cli.engine.summary.summarize` of the whole arrays with ``sums_only=False`` (module
+    :func:`~calibrate_cli.engine.summary.summarize` of the whole arrays, columns kept (module
     docstring). Each chunk is validated as :func:`~calibrate_cli.data.predictions.as_predictions`
     validates the whole: an error's row numbers count from the chunk's first row, so a caller that
     needs the whole-file message reads the file whole after an :class:`InputError`. ``engine``: as
@@ -195,6 +197,9 @@ class _Columns:
 
 #: score values per sub-chunk where a chunk is computed in parts (:func:`_chunk_summaries`)
 SUB_ELEMENTS = 1 << 16
+#: a sub-chunk's request: the sums of its NLL, Brier and top-5 columns, so every per-sample column and
+#: no classwise cells (made for the whole chunk) nor bins
+COLUMNS_ONLY = SummaryRequest(sums=DENSE_SUMS - IN_PASS_SUMS)
 
 
 def _chunk_summaries(predictions: Predictions, n_bins: int, compat, scores_name: str, engine: str):
@@ -215,8 +220,7 @@ def _chunk_summaries(predictions: Predictions, n_bins: int, compat, scores_name:
     step = max(1, SUB_ELEMENTS // k)
     split = compat is None and engine == "numpy" and rows > step and k * m <= max(rows * k, 1 << 16)
     if not split:
-        piece = summarize(predictions, n_bins=n_bins, compat=compat, classwise=True, scores_name=scores_name,
-                          engine=engine)
+        piece = summarize(predictions, n_bins=n_bins, compat=compat, scores_name=scores_name, engine=engine)
         return [piece], piece.classwise
     count = np.zeros(k * m, dtype=np.int64)
     sum_p = np.zeros(k * m)
@@ -228,7 +232,7 @@ def _chunk_summaries(predictions: Predictions, n_bins: int, compat, scores_name:
             scores=predictions.scores[start:start + step], labels=predictions.labels[start:start + step],
             input_kind=predictions.input_kind,
         )
-        pieces.append(summarize(part, n_bins=n_bins, classwise=False, scores_name=scores_name, engine=engine))
+        pieces.append(summarize(part, n_bins=n_bins, request=COLUMNS_ONLY, scores_name=scores_name, engine=engine))
         # the chunk's classwise statistics, continued from the previous sub-chunk's sums
         if part.input_kind == "logits":
             p = softmax_and_log_normalizer(ops, part.scores)[0]

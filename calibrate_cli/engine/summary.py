@@ -48,8 +48,8 @@ def check_compat(compat: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class SampleTotals:
-    """The sums of the per-sample NLL, Brier and top-5 columns, when only their sums are kept
-    (``summarize(..., sums_only=True)``): each equal to ``np.sum`` of the column it replaces.
+    """The sums of the per-sample NLL, Brier and top-5 columns, when only their sums are kept (a
+    :class:`SummaryRequest` without the columns): each equal to ``np.sum`` of the column it replaces.
 
     nll_sum         Σ −log p_{i,y_i} over the finite terms (np.sum of the column with inf set to 0)
     nll_sum_scaled  Σ (−log p_{i,y_i} / N) over the same terms (used when nll_sum overflows)
@@ -126,8 +126,8 @@ class PredictionSummary:
                  is far larger than the input, see :func:`summarize`); None when not requested
     class_sorted each class's p_ik sorted (:class:`~calibrate_cli.engine.class_samples.ClassSorted`), for the
                  opt-in classwise metrics (ACE, classwise RMS/KS); None unless one was asked for
-    totals       with ``sums_only``: the sums of nll, brier and top5 (:class:`SampleTotals`), whose
-                 per-sample arrays are then None
+    totals       without the columns (:class:`SummaryRequest`): the sums of nll, brier and top5
+                 (:class:`SampleTotals`), whose per-sample arrays are then None
     sort_keys    the (conf, correct) keys of the one sort, packed by the pass's threads
                  (:func:`~calibrate_cli.engine.sorting.pack_keys`; int64, (N,)) when asked for; for the
                  caller to sort (in place: :func:`~calibrate_cli.engine.sorting.sort_packed`); else None
@@ -136,10 +136,10 @@ class PredictionSummary:
                  the pass where it can, else from the columns: :func:`with_pass_sums`); else None
     in_order     the sums in sample order (``metrics.order_sums``' dict) likewise; else None
 
-    A request of the top label's sums alone, without the columns (:class:`SummaryRequest`), gives a
-    summary of the confidences and correctness only where the C extension computes just those: nll,
-    brier, top5, classwise and totals are None; of the equal-width bins and in-order sums alone, one of
-    ``width`` and ``in_order`` only (confidences and correctness None too, no (N,) array made).
+    A request of the top label's sums alone (:class:`SummaryRequest`) gives, on the CPU without the
+    compat mode, the confidences and correctness only: nll, brier, top5, classwise and totals are None;
+    of the equal-width bins and in-order sums alone, without the columns, ``width`` and ``in_order``
+    only (confidences and correctness None too, no (N,) array made).
     """
 
     n: int
@@ -300,7 +300,7 @@ _chunk_buffers = threading.local()
 def _thread_buffers(rows: int) -> tuple[np.ndarray, ...]:
     """This thread's buffers of ``rows`` samples, kept from chunk to chunk: (nll, brier, top5) for the
     kernels, (NLL / N, NLL infinite) for :meth:`ColumnTotals.chunk`. A chunk's columns become sums
-    at once (``sums_only``), and fresh arrays would fault in new pages each time."""
+    at once (a request without the columns), and fresh arrays would fault in new pages each time."""
     buffers = getattr(_chunk_buffers, "arrays", None)
     if buffers is None or buffers[0].shape[0] < rows:
         nll, brier, scaled = np.empty(rows), np.empty(rows), np.empty(rows)
@@ -314,14 +314,26 @@ def _thread_buffers(rows: int) -> tuple[np.ndarray, ...]:
 #: is a float32), so that the C extension's float32 loops run on them and no widened copy of the
 #: whole array is made
 HALF_DTYPES = (np.dtype(np.float16),)
+#: (a bfloat16 row reader, ``read_into``, is widened so too: :func:`widened_rows`)
 
 _half_buffers = threading.local()
 
 
-def widened_rows(scores: np.ndarray) -> np.ndarray:
+def widened_rows(scores: np.ndarray, rows: slice | None = None) -> np.ndarray:
     """The (rows, K) float16 chunk ``scores`` as float32 (exact), in this thread's buffer, reused from
     chunk to chunk (grown when a chunk is larger): what ``scores.astype(np.float32)`` holds, without
-    a new allocation per chunk. Valid until this thread's next call."""
+    a new allocation per chunk. Valid until this thread's next call. With ``rows``: the rows ``rows``
+    of ``scores``, which may be a row reader (bfloat16: :class:`~calibrate_cli.data.arrays.BFloat16Rows`,
+    widened by its ``read_into`` straight into the buffer)."""
+    if rows is not None:
+        shape = (len(range(*rows.indices(scores.shape[0]))),) + tuple(scores.shape[1:])
+        buffer = getattr(_half_buffers, "array", None)
+        size = int(np.prod(shape))
+        if hasattr(scores, "read_into"):
+            if buffer is None or buffer.shape[0] < size:
+                buffer = _half_buffers.array = np.empty(size, dtype=np.float32)
+            return scores.read_into(rows, buffer[:size].reshape(shape))
+        scores = scores[rows]
     size = scores.size
     buffer = getattr(_half_buffers, "array", None)
     if buffer is None or buffer.shape[0] < size:
@@ -347,15 +359,17 @@ class SummaryRequest:
     sums     the sufficient sums the wanted metrics read (:class:`~calibrate_cli.metrics.registry.MetricSums`'
              fields, as ``metrics.registry.sums_needed`` gives them); None: every per-sample column and
              the classwise statistics, and nothing made from them
-    columns  keep the per-sample columns (labels, confidences, correctness, NLL, Brier, top-5), for a
-             caller that resamples or merges them (the bootstrap, shards); False: NLL, Brier and top-5
-             become their sums (:class:`SampleTotals`), and a request of the top label's sums alone is
-             computed from the top label alone (no NLL, Brier, top-5 or classwise work)
+    columns  keep the per-sample columns the sums are made from (all of them: labels, confidences,
+             correctness, NLL, Brier, top-5; the top label's where only its sums are asked), for a
+             caller that resamples, merges or reads them (the bootstrap, shards, diagnostics); False:
+             NLL, Brier and top-5 become their sums (:class:`SampleTotals`)
 
-    With ``sums`` given, the summary holds ``width`` (the equal-width bins) when "width" is asked and
-    ``in_order`` when one of :data:`ORDER_SUMS` is: made during the pass where it can, else from the
-    columns after it; and the pass packs the sort keys of the one sort (``sort_keys``) where the
-    caller drops the columns and a sum needs the sorted samples ("samples": KS-CE, SmoothECE)."""
+    A request of :data:`TOP_LABEL_SUMS` alone is computed from the top label alone (no NLL, Brier,
+    top-5 or classwise work). With ``sums`` given, the summary holds ``width`` (the equal-width bins)
+    when "width" is asked and ``in_order`` when one of :data:`ORDER_SUMS` is: made during the pass
+    where it can, else from the columns after it; and the pass packs the sort keys of the one sort
+    (``sort_keys``) where the caller drops the columns and a sum needs the sorted samples ("samples":
+    KS-CE, SmoothECE). The top-label columns alone: ``SummaryRequest(sums=frozenset({"samples"}))``."""
 
     sums: frozenset | None = None
     columns: bool = True
@@ -367,81 +381,45 @@ def summarize(
     n_bins: int = 15,
     compat: str | None = None,
     request: SummaryRequest | None = None,
-    classwise: bool = True,
     scores_name: str = "scores",
     engine: str | None = None,
-    sums_only: bool = False,
     device: str | None = None,
-    top_label_only: bool = False,
-    sort_keys: bool = False,
-    width_only: bool = False,
 ) -> PredictionSummary:
-    """Compute the per-sample quantities (and classwise bin statistics) of ``predictions``.
-
-    ``request`` (:class:`SummaryRequest`): what the pass is for; it decides the flags below, which
-    are kept for the callers not yet converted and ignored when ``request`` is given.
+    """The one pass over ``predictions``: what ``request`` asks (:class:`SummaryRequest`; None: every
+    per-sample column and the classwise statistics).
 
     ``scores_name`` names the scores in errors (compat mode refuses scores beyond float32's range).
     ``engine`` computes each chunk (:mod:`~calibrate_cli.engine.kernels`): ``"numpy"``, or ``"fused"`` (one
     compiled loop per chunk: the C extension, the same definition within the numeric contract); None:
-    ``$CALIB_ENGINE``, else fused when the C extension is built.
+    ``$CALIB_ENGINE``, else fused when the C extension is built. ``device``
+    (:data:`~calibrate_cli.engine.devices.DEVICES`; None: "cpu"): "cuda"/"torch-cpu" (and "auto" with a
+    GPU) run each chunk with torch there (:mod:`~calibrate_cli.engine.torch_pass`; the same numbers to
+    rounding), one chunk at a time.
 
-    ``sums_only``: keep the NLL, Brier and top-5 columns as their sums only (``totals``, each equal
-    to ``np.sum`` of the column, :class:`~calibrate_cli.engine.sorting.PairwiseSum`): 17 bytes per sample
-    less, for the metrics of one data set (the bootstrap and shards need the columns).
-
-    Pages of a memory-mapped input are released once their rows are computed
-    (:func:`~calibrate_cli.data.pages.release_rows`), so resident memory does not grow with the file.
-
-    ``device`` (:data:`~calibrate_cli.engine.devices.DEVICES`; None: "cpu"): "cuda"/"torch-cpu" (and "auto"
-    with a GPU) run each chunk with torch there (:mod:`~calibrate_cli.engine.torch_pass`; the same numbers
-    to rounding), chunks moved to the device one at a time.
-
-    ``top_label_only``: only the confidences and correctness are wanted (ECE, MCE, accuracy, ...):
-    where the C extension runs (the fused engine on the CPU, float32/float64 scores, no compat mode)
-    its ``top_label_rows`` computes just those (:func:`~calibrate_cli.engine.kernels.top_label_chunk`), elsewhere
-    the row pass asked for those alone (:func:`~calibrate_cli.engine.rows.row_stats`), and the summary
-    holds no NLL, Brier, top-5 or classwise statistics; on a torch device or in the compat mode the
-    full pass runs.
-
-    Predictions whose values are not checked yet (``predictions.pending``) are checked here, each row
-    chunk before it is computed: the errors of :func:`~calibrate_cli.data.predictions.as_predictions`, the
-    first bad row's, and the file is read once.
-
-    ``sort_keys``: also pack each chunk's (conf, correct) into ``summary.sort_keys``, on the pass's
-    threads (float64 confidences; None when one lies outside [0, 2) or in compat mode), so that the
-    one sort after the pass starts from them.
-
-    ``width_only`` (with ``top_label_only``; not with ``sort_keys``): only the
-    equal-width bins and the sums in sample order are wanted (ECE, MCE, RMS-CE, accuracy, S99, ...):
-    each chunk's confidences and correctness go to one of a few reused buffers and are binned and
-    summed by this thread as the chunks arrive, in chunk order (:class:`_InOrderSums`: the bits of
-    :func:`~calibrate_cli.metrics.functional.equal_width_bins` and :func:`~calibrate_cli.metrics.functional.order_sums`
-    over all N). The summary holds ``width`` and ``in_order``; no (N,) array is made."""
+    A request of the top label's sums alone runs, on the CPU without the compat mode, the C extension's
+    ``top_label_rows`` (:func:`~calibrate_cli.engine.kernels.top_label_chunk`) or else the row pass asked
+    for conf and correct (:func:`~calibrate_cli.engine.rows.row_stats`); of the equal-width bins and
+    in-order sums alone, without the columns, each chunk's (conf, correct) go to a few reused buffers and
+    are summed in chunk order (:class:`_InOrderSums`, the bits over all N). Unchecked values
+    (``predictions.pending``) are checked chunk by chunk; pages of a memory-mapped input are released
+    once read (:func:`~calibrate_cli.data.pages.release_rows`)."""
     compat = check_compat(compat)
     ops = device_ops(device)
     n, k = predictions.n, predictions.k
     engine = check_engine(engine, n * k)
-    sums = None
-    if request is not None and request.sums is not None:
-        sums = frozenset(request.sums)
-        classwise = "classwise_gap" in sums
-        sums_only = not request.columns
-        top_label_only = sums_only and sums <= TOP_LABEL_SUMS
-        width_only = sums <= IN_PASS_SUMS
-        sort_keys = sums_only and "samples" in sums and together(n)
-    elif request is not None:
-        classwise, sums_only, top_label_only, sort_keys, width_only = True, not request.columns, False, False, False
-    # the top label alone: by the C extension's top_label_rows where it runs, else by the row pass
-    # asked for conf and correct only (no NLL, Brier, top-5 or classwise work)
-    top_label_only = top_label_only and ops is None and compat is None
+    request = request or SummaryRequest()
+    sums = None if request.sums is None else frozenset(request.sums)
+    classwise = sums is None or "classwise_gap" in sums
+    # the top label alone where the request reads nothing else (no NLL, Brier, top-5 or classwise work)
+    top_label_only = sums is not None and sums <= TOP_LABEL_SUMS and ops is None and compat is None
+    sums_only = not request.columns and not top_label_only
+    width_only = top_label_only and not request.columns and sums <= IN_PASS_SUMS  # no (N,) array
+    sort_keys = not request.columns and sums is not None and "samples" in sums and together(n)
     # float16 scores: each chunk widened into a reused float32 buffer (exact) for the C extension's loops
-    widen = (engine == "fused" and ops is None and compat is None and predictions.scores.dtype in HALF_DTYPES
+    widen = (engine == "fused" and ops is None and compat is None
+             and (predictions.scores.dtype in HALF_DTYPES or hasattr(predictions.scores, "read_into"))
              and top_label_runs(np.float32))
     compiled_top_label = top_label_only and engine == "fused" and (widen or top_label_runs(predictions.scores.dtype))
-    if top_label_only:
-        classwise, sums_only = False, False
-    width_only = width_only and top_label_only and not sort_keys
     labels, pending = predictions.labels, predictions.pending
     is_logits = predictions.input_kind == "logits"
     work_dtype = np.float32 if compat else np.float64
@@ -466,14 +444,10 @@ def summarize(
         confidences = np.empty(n, dtype=work_dtype)
         correct = np.empty(n, dtype=bool)
     want_top5 = k > 5
-    if top_label_only:
-        nll = brier = top5 = None
-    elif sums_only:
-        nll = brier = top5 = None
-        column_totals = ColumnTotals(n, want_top5)
-    else:
-        nll = np.empty(n, dtype=np.float64)
-        brier = np.empty(n, dtype=np.float64)
+    nll = brier = top5 = None
+    column_totals = ColumnTotals(n, want_top5) if sums_only else None
+    if not (top_label_only or sums_only):
+        nll, brier = np.empty(n, dtype=np.float64), np.empty(n, dtype=np.float64)
         top5 = np.empty(n, dtype=bool) if want_top5 else None
     totals = _ClassTotals(n, k, edges.shape[0] - 1) if classwise else None
     keys = np.empty(n, dtype=np.int64) if sort_keys and compat is None else None
@@ -491,9 +465,10 @@ def summarize(
         chunk's classwise statistics, its column sums and, with ``width_only``, its (conf, correct)."""
         index, rows = item
         y = labels[rows]
-        scores = predictions.scores[rows]
         if widen:  # exact: the check and the loops see the very values
-            scores = widened_rows(scores)
+            scores = widened_rows(predictions.scores, rows)
+        else:
+            scores = predictions.scores[rows]
         if pending is not None:  # the values' check, on the chunk this pass reads anyway
             pending.rows(scores, rows.start)
         size = rows.stop - rows.start
@@ -555,22 +530,11 @@ def summarize(
         if piece is not None:
             in_order.add(*piece)
 
-    classwise_stats = totals.stats(edges, n) if classwise else None
     summary = PredictionSummary(
-        n=n,
-        k=k,
-        labels=labels,
-        confidences=confidences,
-        correct=correct,
-        nll=nll,
-        brier=brier,
-        top5=top5,
-        classwise=classwise_stats,
-        compat=compat,
-        totals=column_totals.totals() if sums_only else None,
-        sort_keys=None if unpackable else keys,
-        width=in_order.width() if width_only else None,
-        in_order=in_order.in_order() if width_only else None,
+        n=n, k=k, labels=labels, confidences=confidences, correct=correct, nll=nll, brier=brier, top5=top5,
+        classwise=totals.stats(edges, n) if classwise else None, compat=compat,
+        totals=column_totals.totals() if sums_only else None, sort_keys=None if unpackable else keys,
+        width=in_order.width() if width_only else None, in_order=in_order.in_order() if width_only else None,
     )
     if sums is not None and sums & IN_PASS_SUMS:  # what was asked, whatever path the pass took
         summary = with_pass_sums(summary, n_bins, width="width" in sums, order=bool(sums & ORDER_SUMS))

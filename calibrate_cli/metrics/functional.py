@@ -36,9 +36,9 @@ from .registry import (
     sums_needed,
 )
 from ..data.predictions import InputKind, as_predictions
-from ..engine.sorting import sort_by_confidence
-from ..engine.summary import (PredictionSummary, SampleTotals, check_compat, in_order_sums, order_counts, summarize,
-                              with_pass_sums)
+from ..engine.sorting import sort_by_confidence, sort_packed
+from ..engine.summary import (PredictionSummary, SampleTotals, SummaryRequest, check_compat,
+                              in_order_sums, order_counts, summarize, with_pass_sums)
 
 __all__ = [
     "DEFAULT_N_BINS",
@@ -68,11 +68,6 @@ __all__ = [
 ]
 
 DEFAULT_N_BINS = 15
-
-#: the sums made from the top-label confidences and correctness alone (no NLL, Brier, top-5 or classwise pass)
-TOP_LABEL_SUMS = frozenset({"width", "mass", "correct", "conf", "s99", "s99_correct", "samples"})
-#: the sums a summary made with ``width_only`` holds (:func:`~calibrate_cli.engine.summary.summarize`)
-WIDTH_SUMS = frozenset({"width", "correct", "conf", "s99", "s99_correct"})
 
 
 def equal_width_bins(
@@ -128,8 +123,8 @@ def summary_sums(
 
     Only the sums the metrics ``names`` (default: all) need are computed (the equal-mass bins sort
     the confidences). Each total is the float64 sum of the per-sample array (``np.sum``, pairwise,
-    in sample order): its mean is then exactly ``np.mean`` of that array (a summary made with
-    ``sums_only`` carries those totals, :class:`~calibrate_cli.engine.summary.SampleTotals`).
+    in sample order): its mean is then exactly ``np.mean`` of that array (a summary made without the
+    columns carries those totals, :class:`~calibrate_cli.engine.summary.SampleTotals`).
 
     ``ordered``: (confidences ascending, correctness in that order), from
     :func:`~calibrate_cli.engine.sorting.sort_by_confidence`; sorted here (once, for AdaECE's edges, KS-CE
@@ -194,7 +189,7 @@ def _sortable_in_place(conf) -> bool:
 
 def _column_totals(s: PredictionSummary) -> SampleTotals:
     """The :class:`~calibrate_cli.engine.summary.SampleTotals` of a summary that kept the per-sample columns:
-    each total ``np.sum`` of its column (pairwise, in sample order), what ``sums_only`` streams."""
+    each total ``np.sum`` of its column (pairwise, in sample order), what a pass without the columns streams."""
     infinite = ~np.isfinite(s.nll)
     finite_nll = np.where(infinite, 0.0, s.nll) if infinite.any() else s.nll
     with np.errstate(over="ignore"):
@@ -260,7 +255,7 @@ def metrics_from_summary(
     in_order: dict[str, np.ndarray] | None = None,
 ) -> dict[str, float | None]:
     """Every metric of docs/metrics.md as a dict keyed by :data:`METRIC_NAMES` (None where undefined);
-    ``names``: only these (e.g. the top-label metrics of a ``top_label_only`` summary).
+    ``names``: only these (e.g. the top-label metrics of a summary of the top label alone).
 
     ``width``/``mass``: the equal-width / equal-mass bin statistics when already computed (``ordered``:
     the samples sorted by confidence, :func:`~calibrate_cli.engine.sorting.sort_by_confidence`). Each
@@ -276,23 +271,22 @@ def metrics_from_summary(
     return {name: None if math.isnan(v) else v for name, v in point.items()}
 
 
-def _summary(scores, labels, input_kind, n_bins=DEFAULT_N_BINS, compat=None, classwise=False) -> PredictionSummary:
-    predictions = as_predictions(scores, labels, input_kind)
-    return summarize(predictions, n_bins=n_bins, compat=compat, classwise=classwise)
+def _metrics(names, scores, labels, input_kind, n_bins=DEFAULT_N_BINS, compat=None) -> dict[str, float]:
+    """Metrics from their registry entries (NaN where undefined), from one pass asked for their sums."""
+    needed = sums_needed(names)
+    predictions = as_predictions(scores, labels, input_kind, check_values=False)  # the pass checks the values
+    summary = summarize(predictions, n_bins=n_bins, compat=compat, request=SummaryRequest(sums=needed, columns=False))
+    predictions = dataclasses.replace(predictions, pending=None)
+    if "class_samples" in needed:
+        summary = with_class_sorted(summary, predictions)
+    # the summary is dropped after: the keys the pass packed, else its confidences, sorted in place
+    ordered = None if summary.sort_keys is None else sort_packed(summary.sort_keys)
+    return _point(summary, names, n_bins, consume=True, ordered=ordered)
 
 
 def _metric(name: str, scores, labels, input_kind, n_bins=DEFAULT_N_BINS, compat=None) -> float:
     """One metric from its registry entry (NaN where undefined)."""
-    needed = sums_needed([name])
-    predictions = as_predictions(scores, labels, input_kind, check_values=False)
-    # sums where sums suffice (the top label alone where that is all the metric reads); the summary is
-    # dropped after, so its confidences may be sorted in place; the pass checks the values it reads
-    summary = summarize(predictions, n_bins=n_bins, compat=compat, classwise="classwise_gap" in needed,
-                        sums_only=True, top_label_only=needed <= TOP_LABEL_SUMS, width_only=needed <= WIDTH_SUMS)
-    predictions = dataclasses.replace(predictions, pending=None)
-    if "class_samples" in needed:
-        summary = with_class_sorted(summary, predictions)
-    return _point(summary, [name], n_bins, consume=True)[name]
+    return _metrics([name], scores, labels, input_kind, n_bins, compat)[name]
 
 
 def ece(
@@ -410,5 +404,5 @@ def s99(scores, labels, *, input_kind: InputKind | None = None) -> tuple[float, 
     The accuracy is NaN when no sample reaches 0.99.
     """
     names = ["s99_share", "s99_accuracy"]
-    point = _point(_summary(scores, labels, input_kind), names)
+    point = _metrics(names, scores, labels, input_kind)
     return point[names[0]], point[names[1]]

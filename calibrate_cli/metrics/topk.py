@@ -16,7 +16,8 @@ import numpy as np
 from ..data.topk import TopKPredictions
 from ..engine.binning import BinStats
 from ..engine.summary import PredictionSummary
-from .functional import DEFAULT_N_BINS, TOP_LABEL_SUMS, equal_mass_bins, equal_width_bins, metrics_from_summary
+from ..engine.summary import TOP_LABEL_SUMS
+from .functional import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins, metrics_from_summary
 from .registry import DEFAULT_METRICS, metric_spec
 
 __all__ = ["TopKReport", "evaluate_topk", "top_label_metrics", "TOPK_METRICS", "UNAVAILABLE"]
