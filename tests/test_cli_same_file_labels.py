@@ -185,6 +185,23 @@ def test_ood_labels_column_is_not_read_as_scores(runner, data, ext, tmp_path):
 
 
 @pytest.mark.parametrize("ext", EXTS)
+def test_conformal_labels_column_for_fitting_and_test_sets(runner, data, ext):
+    t, a = _table(data, ext), _arrays(data)
+    got = run(runner, ["conformal", t["val"], t["test"], "--labels", "label", "--scores", "p_*", "--probs",
+                       "--method", "aps", "-f", "json"])
+    want = run(runner, ["conformal", a["p_val"], a["y_val"], a["p_test"], a["y_test"], "--probs", "--method", "aps",
+                        "-f", "json"])
+    assert _json(got) == _json(want)
+    assert json.loads(got.stdout)["inputs"]["fit"]["labels"] == f"{t['val']}[label]"
+    alone = run(runner, ["conformal", t["val"], "--labels", "label", "--scores", "p_*", "--probs", "-f", "json"])
+    assert alone.exit_code == 0, alone.stderr
+    three = run(runner, ["conformal", t["val"], t["test"], t["val"], "--labels", "label", "--probs"])
+    usage_error(three, "3 scores files with --labels")
+    unpaired = run(runner, ["conformal", a["p_val"], "--probs"])
+    usage_error(unpaired, "do not pair up")
+
+
+@pytest.mark.parametrize("ext", EXTS)
 def test_plot_labels_column_for_every_model(runner, data, ext, tmp_path):
     t = _table(data, ext)
     result = run(runner, ["plot", t["val"], "--labels", "label", "--scores", "p_*", "--compare", t["test"], "--probs",
@@ -193,7 +210,8 @@ def test_plot_labels_column_for_every_model(runner, data, ext, tmp_path):
     assert (tmp_path / "p.png").stat().st_size > 0
 
 
-@pytest.mark.parametrize("command", ["temperature", "fit", "compare", "report", "table", "ood", "eval", "plot"])
+@pytest.mark.parametrize("command", ["temperature", "fit", "compare", "report", "table", "ood", "eval", "plot",
+                                     "conformal"])
 def test_every_command_offers_the_same_labels_option(runner, command):
     result = run(runner, [command, "--help"])
     assert result.exit_code == 0

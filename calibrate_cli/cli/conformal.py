@@ -21,8 +21,10 @@ from .options import (
     PlainFloatRange,
     PlainIntRange,
     csv_options,
+    labels_option,
     load_inputs,
     output_options,
+    pair_inputs,
     probs_option,
 )
 
@@ -107,7 +109,7 @@ def render_conformal(fmt: str, fit: ConformalFit, coverage, title: str):
 
 @click.command("conformal")
 @click.argument("val_scores", metavar="VAL_LOGITS")
-@click.argument("val_labels", metavar="VAL_LABELS")
+@click.argument("val_labels", metavar="VAL_LABELS", required=False)
 @click.argument("test_scores", metavar="[TEST_LOGITS", required=False)
 @click.argument("test_labels", metavar="TEST_LABELS]", required=False)
 @click.option("--alpha", type=PlainFloatRange(min=0, max=1, min_open=True, max_open=True), default=DEFAULT_ALPHA,
@@ -127,10 +129,11 @@ def render_conformal(fmt: str, fit: ConformalFit, coverage, title: str):
 @click.option("--save", "save_path", metavar="FIT.json",
               help="Save the fit as JSON (--force overwrites it): apply it with `calib eval --conformal FIT.json`.")
 @probs_option()
+@labels_option()
 @csv_options
 @output_options
 def conformal_command(val_scores, val_labels, test_scores, test_labels, alpha, method, lam, k_reg, randomized, seed,
-                      save_path, input_kind, fmt, output, force):
+                      save_path, input_kind, label_col, fmt, output, force):
     """Fit conformal prediction sets on a validation set and measure their coverage on a test set.
 
     Split conformal prediction (Angelopoulos & Bates 2021): every validation sample gets a
@@ -152,9 +155,13 @@ def conformal_command(val_scores, val_labels, test_scores, test_labels, alpha, m
       calib conformal val.npy val_y.npy test.npy test_y.npy --method aps --randomized --seed 1
       calib conformal val.npy val_y.npy --save sets.json   # then: calib eval test.npy test_y.npy --conformal sets.json
       calib conformal val_probs.npy val_y.npy test_probs.npy test_y.npy --probs --format json
+      calib conformal val.parquet test.parquet --labels label   # the labels: a column of each file
     """
-    if (test_scores is None) != (test_labels is None):
-        raise click.UsageError("give the test set as TEST_LOGITS TEST_LABELS (both), or neither")
+    pairs = pair_inputs([val_scores, val_labels, test_scores, test_labels], label_col,
+                        "VAL_LOGITS VAL_LABELS [TEST_LOGITS TEST_LABELS]")
+    if len(pairs) > 2:
+        raise click.UsageError(f"{len(pairs)} scores files with --labels: give VAL_SCORES and at most TEST_SCORES")
+    (val_scores, val_labels), (test_scores, test_labels) = pairs[0], pairs[1] if len(pairs) == 2 else (None, None)
     if method != "raps" and (lam != DEFAULT_LAMBDA or k_reg != DEFAULT_K_REG):
         raise click.UsageError(f"--lambda and --k-reg apply to --method raps, not {method}")
     if randomized and method == "lac":
@@ -166,23 +173,23 @@ def conformal_command(val_scores, val_labels, test_scores, test_labels, alpha, m
 
     from ..errors import CalibWarning
 
-    val_array, val_y, _ = load_inputs(val_scores, val_labels, None)
+    val_array, val_y, val_labels_name = load_inputs(val_scores, val_labels, label_col)
     with python_warnings.catch_warnings(record=True) as caught:
         python_warnings.simplefilter("always", CalibWarning)
         fit = fit_conformal(val_array, val_y, alpha=alpha, method=method, input_kind=input_kind, lam=lam,
                             k_reg=k_reg, randomized=randomized, seed=seed, scores_name=val_scores,
-                            labels_name=val_labels)
+                            labels_name=val_labels_name)
     warnings = [str(w.message) for w in caught if issubclass(w.category, CalibWarning)]
-    inputs = {"fit": {"scores": val_scores, "labels": val_labels, "n": fit.n, "k": fit.k}}
+    inputs = {"fit": {"scores": val_scores, "labels": val_labels_name, "n": fit.n, "k": fit.k}}
     coverage = None
     if test_scores is not None:
         from ..data.predictions import as_predictions
 
-        test_array, test_y, _ = load_inputs(test_scores, test_labels, None)
-        test = as_predictions(test_array, test_y, input_kind, scores_name=test_scores, labels_name=test_labels)
+        test_array, test_y, test_labels_name = load_inputs(test_scores, test_labels, label_col)
+        test = as_predictions(test_array, test_y, input_kind, scores_name=test_scores, labels_name=test_labels_name)
         sets = prediction_sets(fit, test.scores, input_kind=test.input_kind, scores_name=test_scores)
         coverage = coverage_report(sets, test.labels)
-        inputs["test"] = {"scores": test_scores, "labels": test_labels, "n": coverage.n, "k": coverage.k}
+        inputs["test"] = {"scores": test_scores, "labels": test_labels_name, "n": coverage.n, "k": coverage.k}
 
     render.warn(warnings)
     if save_path:

@@ -132,7 +132,7 @@ def test_bad_input_is_one_line(runner, data, tmp_path):
     result = run(runner, "conformal", data / "val.npy", data / "test_y.npy")
     one_line_error(result, "test_y.npy")
     result = run(runner, "conformal", *files(data, test=False), data / "test.npy")
-    assert result.exit_code == 2 and "both" in result.stderr
+    assert result.exit_code == 2 and "do not pair up" in result.stderr  # TEST_LOGITS without its labels
     (tmp_path / "bad.json").write_text('{"format": "calib.calibrator"}')
     result = run(runner, "eval", data / "test.npy", data / "test_y.npy", "--conformal", tmp_path / "bad.json")
     one_line_error(result, "bad.json", "not a conformal fit")
