@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..data.probabilities import log_softmax
 from ..errors import InputError
 from ._solve import newton_affordable, one_blas_thread
 from .base import Calibrator, FitData, FitInfo, Progress, json_number, json_numbers
@@ -37,16 +38,11 @@ __all__ = ["DEFAULT_ODIR", "DirichletCalibration", "MatrixScaling", "odir_hessia
 DEFAULT_ODIR = 1e-2
 
 
-def _log_softmax(z: np.ndarray) -> np.ndarray:
-    z = z - z.max(axis=1, keepdims=True)
-    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
-
-
 def odir_objective(x: np.ndarray, labels: np.ndarray, w: np.ndarray, b: np.ndarray, lam: float, mu: float):
     """The ODIR-regularised mean NLL of softmax(x Wᵀ + b) and its gradient (dW, db), float64."""
     n, k = x.shape
     logits = x @ w.T + b
-    logq = _log_softmax(logits)
+    logq = log_softmax(logits)
     rows = np.arange(n)
     off = w - np.diag(np.diag(w))
     pairs = k * (k - 1)
@@ -74,7 +70,7 @@ def odir_hessian(x: np.ndarray, labels: np.ndarray, w: np.ndarray, b: np.ndarray
     step = max(1, (1 << 22) // p)
     for start in range(0, n, step):
         xc = np.asarray(x[start:start + step], dtype=np.float64)
-        q = np.exp(_log_softmax(xc @ w.T + b))
+        q = np.exp(log_softmax(xc @ w.T + b))
         xt = np.concatenate([xc, np.ones((xc.shape[0], 1))], axis=1)
         g = (q[:, :, None] * xt[:, None, :]).reshape(xc.shape[0], p)
         h -= g.T @ g
@@ -196,4 +192,4 @@ class DirichletCalibration(MatrixScaling):
 
     def features(self, z: np.ndarray) -> np.ndarray:
         """x of each sample: the log-probabilities log softmax(z)."""
-        return _log_softmax(z)
+        return log_softmax(z)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..data.probabilities import softmax, softmax_and_log_normalizer
 from ..errors import InputError
 from ..data.predictions import row_chunks
 from ._solve import newton_affordable, one_blas_thread
@@ -32,13 +33,9 @@ def _vector_pass(data: FitData, w: np.ndarray, b: np.ndarray, with_grad: bool = 
         z = data.rows(rows)
         r = np.arange(z.shape[0])
         y = data.labels[rows]
-        x = z * w + b
-        x -= x.max(axis=1, keepdims=True)
-        e = np.exp(x)
-        s = e.sum(axis=1)
-        total += float(np.sum(np.log(s) - x[r, y]))
+        p, x, log_norm = softmax_and_log_normalizer(z * w + b)
+        total += float(np.sum(log_norm - x[r, y]))
         if with_grad:
-            p = e / s[:, None]
             p[r, y] -= 1.0  # p − onehot(y)
             gw += np.einsum("ij,ij->j", p, z)
             gb += p.sum(axis=0)
@@ -52,10 +49,7 @@ def _vector_hessian(data: FitData, w: np.ndarray, b: np.ndarray) -> np.ndarray:
     same = np.tile(np.eye(k), (2, 2)) > 0  # δ_{c c'}
     for rows in row_chunks(data.n, data.k):
         z = data.rows(rows)
-        x = z * w + b
-        x -= x.max(axis=1, keepdims=True)
-        q = np.exp(x)
-        q /= q.sum(axis=1, keepdims=True)
+        q = softmax(z * w + b)
         f = np.concatenate([z, np.ones_like(z)], axis=1)
         qc = np.concatenate([q, q], axis=1)
         g = f * qc

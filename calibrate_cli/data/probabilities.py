@@ -14,36 +14,34 @@ import numpy as np
 __all__ = ["softmax", "log_softmax", "softmax_and_log_normalizer", "to_probabilities"]
 
 
-def _shifted(logits: np.ndarray, dtype) -> np.ndarray:
-    x = np.asarray(logits, dtype=dtype)
-    with np.errstate(over="ignore"):  # x − max x below −max(dtype) (logits near ±1e308): −inf, whose exp is 0
-        return x - x.max(axis=-1, keepdims=True)
+def softmax_and_log_normalizer(logits, *, dtype=np.float64, xp=np):
+    """(p, z, log Σ_j exp z_j) of the rows of ``logits``, the one definition of the softmax: z = x − max x
+    (every exponent ≤ 0, the normaliser ≥ 1), p = exp z / Σ exp z, in ``dtype`` (a numpy dtype; its twin in
+    ``xp``, numpy or torch, whose arrays ``logits`` then are). log_softmax(x) = z − log Σ exp z, so callers
+    that need both pay for exp once."""
+    if xp is np:
+        z = np.asarray(logits).astype(dtype, copy=False)
+        with np.errstate(over="ignore"):  # x − max x below −max(dtype) (logits near ±1e308): −inf, whose exp is 0
+            z = z - z.max(axis=-1, keepdims=True)
+    else:
+        z = logits.to(getattr(xp, np.dtype(dtype).name))
+        z = z - xp.amax(z, axis=-1, keepdims=True)
+    p = xp.exp(z)
+    total = p.sum(axis=-1, keepdims=True)
+    p /= total
+    return p, z, xp.log(total)[..., 0]
 
 
 def softmax(logits: np.ndarray, *, dtype=np.float64) -> np.ndarray:
     """Row-wise softmax of ``logits`` (…, K), computed in ``dtype`` (float64 by default)."""
-    e = np.exp(_shifted(logits, dtype))
-    e /= e.sum(axis=-1, keepdims=True)
-    return e
+    return softmax_and_log_normalizer(logits, dtype=dtype)[0]
 
 
 def log_softmax(logits: np.ndarray, *, dtype=np.float64) -> np.ndarray:
     """Row-wise log-softmax of ``logits`` (…, K), computed in ``dtype`` (float64 by default)."""
-    z = _shifted(logits, dtype)
-    z -= np.log(np.exp(z).sum(axis=-1, keepdims=True))
+    _, z, log_norm = softmax_and_log_normalizer(logits, dtype=dtype)
+    z -= log_norm[..., None]
     return z
-
-
-def softmax_and_log_normalizer(logits: np.ndarray, *, dtype=np.float64) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(softmax, shifted logits z = x − max x, log Σ exp z) with one exp pass.
-
-    log_softmax(x)_k = z_k − log Σ exp z, so callers that need both pay for exp once.
-    """
-    z = _shifted(logits, dtype)
-    p = np.exp(z)
-    total = p.sum(axis=-1, keepdims=True)
-    p /= total
-    return p, z, np.log(total)[..., 0]
 
 
 def to_probabilities(scores: np.ndarray, input_kind: str, *, dtype=np.float64) -> np.ndarray:

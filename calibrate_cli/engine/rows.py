@@ -25,9 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..data.probabilities import softmax_and_log_normalizer as softmax_rows
 from .binning import class_bin_statistics
 
-__all__ = ["RowStats", "grid_rows", "namespace", "nll_newton_sums", "row_stats", "softmax_and_log_normalizer"]
+__all__ = ["RowStats", "grid_rows", "namespace", "nll_newton_sums", "row_stats"]
 
 
 def namespace(ops):
@@ -46,19 +47,6 @@ def _quiet(xp, **errors):
     """numpy's ``errstate(**errors)``; nothing for torch (which never warns, and whose compiler
     traces this code)."""
     return np.errstate(**errors) if xp is np else contextlib.nullcontext()
-
-
-def softmax_and_log_normalizer(ops, x, work_dtype=np.float64):
-    """(p, z, log Σ_j exp z_j) of the rows of ``x``: z = x − max x (so every exponent is ≤ 0 and the
-    normaliser ≥ 1), p = exp z / Σ exp z, in ``work_dtype`` (a numpy dtype; its torch twin on torch)."""
-    xp = namespace(ops)
-    z = _cast(xp, x, getattr(xp, np.dtype(work_dtype).name))
-    with _quiet(xp, over="ignore"):  # x − max x below −max(dtype) (logits near ±1e308): −inf, whose exp is 0
-        z = z - xp.amax(z, axis=-1, keepdims=True)
-    p = xp.exp(z)
-    total = p.sum(axis=-1, keepdims=True)
-    p /= total
-    return p, z, xp.log(total)[..., 0]
 
 
 @dataclass(frozen=True)
@@ -86,7 +74,7 @@ def row_stats(ops, scores, labels, edges=None, *, is_logits: bool, nll: bool = T
     r = ops.arange(y.shape[0])
     f64 = xp.float64
     if is_logits:
-        p, z, log_norm = softmax_and_log_normalizer(ops, scores, work_dtype)
+        p, z, log_norm = softmax_rows(scores, dtype=work_dtype, xp=xp)
         logp_y = (z[r, y] - log_norm) if nll else None
         del z
     else:

@@ -31,7 +31,8 @@ from ..errors import InputError
 from .binning import BinStats, class_bin_statistics, uniform_edges
 from .devices import NumpyOps
 from .kernels import check_engine
-from .rows import softmax_and_log_normalizer
+from ..data.probabilities import softmax_and_log_normalizer
+from .rows import namespace
 from ..data import predictions as _predictions
 from ..data.predictions import Predictions, as_predictions
 from .summary import (IN_PASS_SUMS, ColumnTotals, PredictionSummary, SummaryRequest, check_compat, merge_classwise,
@@ -235,7 +236,7 @@ def _chunk_summaries(predictions: Predictions, n_bins: int, compat, scores_name:
         pieces.append(summarize(part, n_bins=n_bins, request=COLUMNS_ONLY, scores_name=scores_name, engine=engine))
         # the chunk's classwise statistics, continued from the previous sub-chunk's sums
         if part.input_kind == "logits":
-            p = softmax_and_log_normalizer(ops, part.scores)[0]
+            p = softmax_and_log_normalizer(part.scores, xp=namespace(ops))[0]
         else:
             p = np.asarray(part.scores, dtype=np.float64)
         class_bin_statistics(p, part.labels, edges, into=(count, sum_p, sum_y))
