@@ -67,7 +67,8 @@ def test_answer_calibration_is_the_top_label_path():
     report = evaluate_answers([0.6, 0.9], [0, 1], n_bins=10)
     assert report.metrics["ece"] == pytest.approx(0.35, rel=1e-14)
     assert report.metrics["accuracy"] == 0.5
-    assert report.metrics["brier"] == pytest.approx((0.36 + 0.01) / 2, rel=1e-14)
+    # Brier over both outcomes, as calib reports it for any binary problem: Σ_k (p_k − [y = k])² = 2(c − y)²
+    assert report.metrics["brier"] == pytest.approx(2 * (0.36 + 0.01) / 2, rel=1e-14)
     assert report.metrics["nll"] == pytest.approx(-(math.log(0.4) + math.log(0.9)) / 2, rel=1e-14)
     # equal to evaluate()'s top-label metrics of a two-class input whose top label is the answer
     import calibrate_cli as calib

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
-from .functional import DEFAULT_N_BINS
+from .functional import DEFAULT_N_BINS, brier, nll
 from .topk import top_label_metrics
 
 __all__ = ["SEQUENCE_RULES", "SequenceConfidence", "AnswerReport", "sequence_confidence", "evaluate_answers"]
@@ -95,7 +95,7 @@ def sequence_confidence(token_logprobs, sequence_ids, rule: str = "product", *, 
 class AnswerReport:
     """The calibration of answers' correctness against their confidence: the top-label metrics
     (``accuracy`` is the share of correct answers), binary NLL −mean[y log c + (1 − y) log(1 − c)]
-    and binary Brier mean (c − y)²."""
+    and Brier mean 2(c − y)² (calib's definitions, the outcome as a two-class problem)."""
 
     n: int
     n_bins: int
@@ -123,12 +123,15 @@ def evaluate_answers(confidence, correct, *, n_bins: int = DEFAULT_N_BINS, rule:
         raise InputError(f"{name}: confidences must lie in [0, 1]")
     metrics, width, mass = top_label_metrics(c, y, n_bins)
     p_outcome = np.where(y, c, 1.0 - c)
-    with np.errstate(divide="ignore"):
-        nll = float(np.mean(-np.log(p_outcome)))
     warnings = ()
-    if np.isinf(nll):
+    if (p_outcome == 0).any():
         warnings = (f"{name}: {int(np.count_nonzero(p_outcome == 0))} answer(s) got probability 0 for their "
                     "outcome: NLL is inf (not clipped)",)
-    metrics = {**metrics, "nll": nll, "brier": float(np.mean((c - y) ** 2))}
+    # the outcome as a two-class problem (p(wrong), p(right)): NLL and Brier as calib reports them for any
+    # binary problem (the registry's definitions; Brier Σ over both outcomes, 2(c − y)², in [0, 2])
+    outcomes = np.stack([1.0 - c, c], axis=1)
+    labels = y.astype(np.int64)
+    metrics = {**metrics, "nll": nll(outcomes, labels, input_kind="probs"),
+               "brier": brier(outcomes, labels, input_kind="probs")}
     return AnswerReport(n=int(c.shape[0]), n_bins=n_bins, rule=rule, metrics=metrics, bins=width,
                         adaptive_bins=mass, warnings=warnings)
