@@ -26,7 +26,7 @@ sums it, vs a torchmetrics process (load, softmax, ECE), wall time and peak RSS 
 Not a test. The machine's load is printed (os.getloadavg) before and after each size. The peers are
 benchmark-only dependencies, not calib's (a peer that is not installed shows its import error):
 
-    pip install torch==2.13.0 torchmetrics==1.8.2 scikit-learn uncertainty-calibration==0.1.4
+    pip install torch==2.13.0 torchmetrics==1.9.0 scikit-learn uncertainty-calibration==0.1.4
     pip install --no-deps netcal==1.4.0      # its other dependencies (scipy, matplotlib, ...) as installed
 """
 

@@ -27,6 +27,7 @@ REMEDIES = {
     "sequence-id": "name the sequence id column (sequence_id)",
     "conformal-fit": "save one with ConformalFit.to_dict()",
     "classwise-metrics": "ask for it by name, e.g. metrics=['classwise_ece']",
+    "cpu-device": "leave the device at cpu",
 }
 
 

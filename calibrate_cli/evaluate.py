@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .engine.binning import BinStats
+from .engine.binning import BinStats, uniform_edges
+from .engine.class_samples import check_class_sorted_size
 from .errors import Advice, InputError
-from .metrics.registry import METRIC_NAMES, METRICS, metric_spec, sums_needed
+from .metrics.registry import METRIC_NAMES, METRICS, metric_spec, metric_values, sums_needed
 from .engine.parallel import run_together, together
 from .metrics.functional import (DEFAULT_N_BINS, summary_has, equal_mass_bins, metrics_from_summary,
                                  with_class_sorted)
@@ -20,7 +21,8 @@ from .engine.sorting import sort_by_confidence, sort_packed
 from .engine.summary import PredictionSummary, SummaryRequest, check_compat, summarize, with_pass_sums
 
 __all__ = [
-    "EvalReport", "SummarizedData", "evaluate", "conventions", "report_from_summary", "summarize_data", "with_optional_sums",
+    "EvalReport", "SummarizedData", "evaluate", "conventions", "device_report", "report_from_summary", "summarize_data",
+    "with_optional_sums",
 ]
 
 
@@ -65,6 +67,9 @@ def summarize_data(
     compat = check_compat(compat)
     predictions = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name,
                                  check_values=False)  # checked by the summary pass, which reads the chunks anyway
+    asked = _asked_names(metrics)
+    if "class_samples" in sums_needed(METRIC_NAMES if asked == "all" else asked):  # before any work
+        check_class_sorted_size(predictions.n, predictions.k)
     # classwise cells cost K·M per chunk: at large K only when asked (evaluate's default report)
     left_out = () if classwise_max_k is None else classwise_left_out(predictions.k, metrics, max_k=classwise_max_k)
     request = SummaryRequest(sums=sums_needed([name for name in METRIC_NAMES if name not in left_out]), columns=columns)
@@ -159,6 +164,7 @@ class EvalReport:
     intervals      metric → :class:`~calibrate_cli.bootstrap.ConfidenceInterval` (with ``bootstrap=B``)
     bootstrap      the bootstrap's settings (n_resamples, level, method, seed, device), or None
     device         where the summary pass ran: "cpu" (numpy), "cuda" or "torch-cpu"
+    total_weight   Σw with sample weights (``evaluate(weights=...)``; N of the means), else None
     """
 
     n: int
@@ -174,6 +180,7 @@ class EvalReport:
     intervals: dict = field(default_factory=dict)
     bootstrap: dict | None = None
     device: str = "cpu"
+    total_weight: float | None = None
 
     def to_dict(self) -> dict:
         """JSON-ready dict with the stable keys of docs/json-schema.md."""
@@ -190,7 +197,7 @@ class EvalReport:
             "warnings": list(self.warnings),
             "bootstrap": self.bootstrap,
             "device": self.device,
-        }
+        } | ({} if self.total_weight is None else {"total_weight": self.total_weight})
 
     # -- for people: a DataFrame, and the report in a terminal, a notebook or a Rich console ---------
     def _rows(self) -> list[tuple[str, str, str, str]]:
@@ -217,6 +224,8 @@ class EvalReport:
 
     def _heading(self) -> str:
         heading = f"EvalReport: N = {self.n}, K = {self.k}, {self.n_bins} bins, {self.input_kind}"
+        if self.total_weight is not None:
+            heading += f", weights summing to {self.total_weight:g}"
         if self.compat:
             heading += f", compat {self.compat}"
         if self.bootstrap:
@@ -347,6 +356,8 @@ def evaluate(
     progress=None,
     bootstrap_metrics=None,
     metrics=None,
+    weights=None,
+    weights_name: str = "weights",
 ) -> EvalReport:
     """Validate ``scores``/``labels`` and compute every calibration metric in one pass.
 
@@ -370,12 +381,29 @@ def evaluate(
     summary pass stays on the CPU: the resamples are drawn over the samples in confidence order, and
     confidences equal to rounding only could order ties differently — on the CPU every device draws
     the very same samples, so the intervals are the same on every device.
+    ``weights``: (N,) sample weights ≥ 0, not all 0 (``weights_name`` names them in errors): sample i
+    counts w_i times in every sum, N becomes Σw (:mod:`calibrate_cli.metrics.weighted`; whole-number
+    weights equal repeated rows); a plain numpy path on the CPU, without the compat mode; the
+    bootstrap then draws rows that carry their weights. ``report.total_weight`` is Σw.
 
     >>> import numpy as np
     >>> report = evaluate(np.array([[2.0, 0.0], [0.0, 1.0]]), np.array([0, 0]))
     >>> report.metrics["accuracy"], report.n, report.k
     (0.5, 2, 2)
     """
+    if weights is not None:
+        return _weighted_report(
+            scores, labels, weights, input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=scores_name,
+            labels_name=labels_name, weights_name=weights_name, bootstrap=bootstrap, ci_level=ci_level,
+            ci_method=ci_method, seed=seed, device=device, progress=progress, bootstrap_metrics=bootstrap_metrics,
+            metrics=metrics)
+    if device not in (None, "cpu") and not bootstrap and check_compat(compat) is None:
+        scores = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name,
+                                check_values=False)
+        labels = None
+        report = device_report(scores, device=device, n_bins=n_bins, metrics=metrics, scores_name=scores_name)
+        if report is not None:
+            return report
     data = summarize_data(
         scores, labels, input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=scores_name,
         labels_name=labels_name, metrics=_union(metrics, bootstrap_metrics if bootstrap else None),
@@ -387,6 +415,52 @@ def evaluate(
         bootstrap=bootstrap, ci_level=ci_level, ci_method=ci_method, seed=seed, device=device, progress=progress,
         bootstrap_metrics=bootstrap_metrics, metrics=metrics, summary_device=None if bootstrap else device,
         consume=True,  # the summary was made here and is dropped
+    )
+
+
+def device_report(predictions: Predictions, *, device: str, n_bins: int = DEFAULT_N_BINS, metrics=None,
+                  scores_name: str = "scores") -> EvalReport | None:
+    """The :class:`EvalReport` of validated (N, K) ``predictions`` held on the host (a memory-mapped
+    file's too) from one pass on the torch ``device``
+    (:func:`~calibrate_cli.engine.device_eval.host_metric_sums`: the rows stream there, only the sums
+    come back), or None where that pass cannot make what is asked (a metric outside
+    :data:`~calibrate_cli.engine.device_eval.DEVICE_METRICS` and ``DEVICE_EXTRAS``, a row reader,
+    numpy's "cpu"): the summary pass then runs."""
+    from .engine.device_eval import DEVICE_EXTRAS, DEVICE_METRICS, host_metric_sums
+    from .engine.devices import array_ops, resolve_device
+
+    resolved = resolve_device(device)
+    scores = predictions.scores
+    if resolved == "cpu" or not isinstance(scores, np.ndarray) or scores.dtype.kind != "f" or scores.ndim != 2:
+        return None
+    k = predictions.k
+    left_out = classwise_left_out(k, metrics)
+    asked = _asked_names(metrics)
+    if asked == "all":
+        return None
+    names = [spec.name for spec in METRICS if (spec.by_default and spec.name not in left_out) or spec.name in asked]
+    if any(name not in DEVICE_METRICS + DEVICE_EXTRAS for name in names):
+        return None
+    try:
+        sums, mass_edges = host_metric_sums(scores, predictions.labels, device=array_ops(resolved).device,
+                                            is_logits=predictions.input_kind == "logits", n_bins=n_bins, names=names)
+    except InputError as exc:
+        raise InputError(f"{scores_name}: {exc}") from None
+    values = metric_values(sums, names)
+    n, m = predictions.n, int(n_bins)
+    width = BinStats(uniform_edges(m), sums.width.count[0], sums.width.sum_conf[0], sums.width.sum_correct[0], n)
+    mass = None if sums.mass is None else BinStats(mass_edges, sums.mass.count[0], sums.mass.sum_conf[0],
+                                                   sums.mass.sum_correct[0], n)
+    warnings = [left_out_note(k, left_out)] if left_out else []
+    n_inf = int(sums.nll_inf[0])
+    if n_inf:
+        warnings.append(f"{scores_name}: {n_inf} sample(s) give probability 0 to the true class: NLL is inf (not clipped)")
+    per_class = () if sums.classwise_gap is None else np.abs(sums.classwise_gap[0]).sum(axis=-1) / n
+    return EvalReport(
+        n=n, k=k, n_bins=n_bins, input_kind=predictions.input_kind, compat=None,
+        metrics={name: None if np.isnan(v[0]) else float(v[0]) for name, v in values.items()},
+        bins=width, adaptive_bins=mass, classwise_ece_per_class=tuple(float(x) for x in per_class),
+        warnings=tuple(warnings), intervals={}, bootstrap=None, device=resolved,
     )
 
 
@@ -516,3 +590,74 @@ def _bootstrap(data, point, n_bins, n_resamples, level, method, seed, device, pr
     }
     intervals = bootstrap_prepared(data, point, n_bins=n_bins, progress=progress, metrics=metrics, **settings)
     return intervals, settings | {"device": resolve_device(settings["device"])}
+
+
+def _weighted_report(scores, labels, weights, *, input_kind, n_bins, compat, scores_name, labels_name, weights_name,
+                     bootstrap, ci_level, ci_method, seed, device, progress, bootstrap_metrics, metrics) -> EvalReport:
+    """:func:`evaluate` with sample weights: the summary pass's per-sample columns, then the weighted
+    sums of :class:`~calibrate_cli.metrics.weighted.WeightedColumns` (a numpy path on the CPU)."""
+    from .metrics.registry import BOOTSTRAP_DEFAULT
+    from .metrics.weighted import check_names, check_weights, weighted_columns
+
+    if check_compat(compat):
+        raise InputError(f"{weights_name}: the compat mode reproduces the reference code, which has no sample weights",
+                         remedy="no-compat")
+    if device not in (None, "cpu", "auto"):
+        raise InputError(f"{weights_name}: sample weights are summed with numpy on the CPU, not on {device}",
+                         remedy="cpu-device")
+    predictions = as_predictions(scores, labels, input_kind, scores_name=scores_name, labels_name=labels_name,
+                                 check_values=False)  # checked by the summary pass
+    w = check_weights(weights, predictions.n, name=weights_name)
+    asked = _union(metrics, bootstrap_metrics if bootstrap else None)
+    left_out = classwise_left_out(predictions.k, asked)
+    asked_names = _asked_names(asked)
+    names = [spec.name for spec in METRICS if spec.name not in left_out and (
+        spec.by_default or asked_names == "all" or spec.name in asked_names)]
+    boot_names = []
+    if bootstrap:
+        from .bootstrap.selection import split_metrics, with_asked
+
+        chosen = bootstrap_metrics if bootstrap_metrics is not None else (
+            with_asked(_asked_names(metrics)) if metrics is not None else list(BOOTSTRAP_DEFAULT))
+        builtin, custom = split_metrics(chosen)
+        if custom:
+            raise InputError(f"{weights_name}: custom metric functions take no sample weights; "
+                             "name built-in metrics for the bootstrap")
+        boot_names = [n for n in builtin if n not in left_out]
+    check_names([*names, *boot_names], w, weights_name)
+    predictions, summary, columns = weighted_columns(predictions, n_bins, sums_needed([*names, *boot_names]),
+                                                     scores_name=scores_name)
+    w_sorted = w[columns.order]
+    point = columns.values(w_sorted, names)
+    point = {name: None if np.isnan(v) else v for name, v in point.items()}
+    total = float(np.sum(w_sorted))
+    sums = columns.sums(w_sorted)
+    width = columns.bin_stats(w_sorted)
+    mass = columns.bin_stats(w_sorted, columns.mass_edges(w_sorted, total))
+    warnings = [left_out_note(predictions.k, left_out)] if left_out else []
+    n_inf = int(np.count_nonzero(columns.nll_inf & (w_sorted > 0)))
+    if n_inf:
+        warnings.append(f"{scores_name}: {n_inf} sample(s) of weight > 0 give probability 0 to the true class: "
+                        "NLL is inf (not clipped)")
+    per_class = () if sums.classwise_gap is None else np.abs(sums.classwise_gap[0]).sum(axis=-1) / total
+    intervals, settings = {}, None
+    if bootstrap:
+        from .bootstrap import DEFAULT_CI_LEVEL, DEFAULT_CI_METHOD, DEFAULT_SEED, bootstrap_prepared
+
+        settings = {
+            "n_resamples": bootstrap,
+            "level": DEFAULT_CI_LEVEL if ci_level is None else ci_level,
+            "method": DEFAULT_CI_METHOD if ci_method is None else ci_method,
+            "seed": DEFAULT_SEED if seed is None else seed,
+        }
+        full_point = point | {n: None if np.isnan(v) else v
+                              for n, v in columns.values(w_sorted, boot_names).items() if n not in point}
+        intervals = bootstrap_prepared(SummarizedData(predictions, summary), full_point, n_bins=n_bins,
+                                       progress=progress, metrics=boot_names, weighted=(columns, w_sorted),
+                                       **settings)
+        settings |= {"device": "cpu"}
+    return EvalReport(
+        n=summary.n, k=summary.k, n_bins=n_bins, input_kind=predictions.input_kind, compat=None, metrics=point,
+        bins=width, adaptive_bins=mass, classwise_ece_per_class=tuple(float(x) for x in per_class),
+        warnings=tuple(warnings), intervals=intervals, bootstrap=settings, device="cpu", total_weight=total,
+    )

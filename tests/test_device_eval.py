@@ -11,7 +11,7 @@ import math  # noqa: E402
 import naive_metrics  # noqa: E402
 import naive_reference as naive  # noqa: E402
 
-from calibrate_cli.engine import device_eval  # noqa: E402
+from calibrate_cli.engine import device_eval, sorting  # noqa: E402
 from calibrate_cli.engine.device_eval import DEVICE_METRICS, device_metrics, order_statistics_on_device  # noqa: E402
 from calibrate_cli.errors import InputError  # noqa: E402
 
@@ -75,8 +75,9 @@ def assert_matches_reference(scores, labels, input_kind="logits", n_bins=15, dev
 def small_chunks(monkeypatch):
     """Chunks of a few rows, and a selection that refines (tiny buckets) rather than sorting at once."""
     monkeypatch.setattr(device_eval, "EAGER_CHUNK_VALUES", 37)
-    monkeypatch.setattr(device_eval, "SELECT_SORT_LIMIT", 8)
-    monkeypatch.setattr(device_eval, "SELECT_BUCKET_BITS", 3)
+    monkeypatch.setattr(sorting, "SELECT_GATHER", 8)
+    monkeypatch.setattr(sorting, "SELECT_BUCKETS", 8)
+    monkeypatch.setattr(sorting, "DEVICE_PIECE", 101)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -122,8 +123,13 @@ def test_metrics_subset_and_refusals(device):
     logits, labels = synthetic(100, 5)
     x, y = torch.as_tensor(logits, device=device), torch.as_tensor(labels, device=device)
     assert set(device_metrics(x, y, metrics=["ece", "nll"])) == {"ece", "nll"}
-    with pytest.raises(InputError, match="not classwise_ece"):
-        device_metrics(x, y, metrics=["classwise_ece"])
+    with pytest.raises(InputError, match="not ace"):
+        device_metrics(x, y, metrics=["ace"])
+    extras = device_metrics(x, y, metrics=["classwise_ece", "ks_ce", "smooth_ece"])
+    probs = np.array(naive.softmax_rows(np.asarray(logits, dtype=np.float64)))
+    assert extras["classwise_ece"] == pytest.approx(naive.classwise_ece(probs, labels), rel=1e-12, abs=1e-15)
+    assert extras["ks_ce"] == pytest.approx(naive_metrics.ks_ce(probs, labels), rel=1e-12, abs=1e-15)
+    assert extras["smooth_ece"] == pytest.approx(naive_metrics.smooth_ece_top_label(probs, labels), rel=1e-9)
     with pytest.raises(InputError, match="torch tensors"):
         device_metrics(logits, labels)
     bad = x.clone()
@@ -140,22 +146,49 @@ def test_metrics_subset_and_refusals(device):
         device_metrics(x, y[:-1])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
-    values=st.lists(st.sampled_from([0.0, -0.0, 1e-300, 0.1, 0.25, 0.5, 0.5000000000000001, 0.75, 1.0]) | st.floats(0, 1),
-                    min_size=1, max_size=300),
+    values=st.lists(st.sampled_from([0.0, -0.0, 1e-300, 5e-324, 0.1, 0.25, 0.5, 0.5000000000000001, 0.75, 1.0])
+                    | st.floats(0, 1), min_size=1, max_size=300),
     data=st.data(),
+    buckets=st.sampled_from([2, 4, 16]),
+    gather=st.integers(1, 40),
+    piece=st.sampled_from([1, 7, 1 << 24]),
 )
-def test_order_statistics_equal_np_sort(values, data):
+def test_order_statistics_equal_np_sort(values, data, buckets, gather, piece):
+    """A tensor's order statistics, selected by torch, with tiny buckets, gathers and pieces so that
+    every path (one-value sets, gathered buckets, buckets split again, ranges too narrow to split) is
+    taken: equal to np.sort."""
     values = np.array(values, dtype=np.float64)
     ranks = np.array(data.draw(st.lists(st.integers(0, values.shape[0] - 1), min_size=1, max_size=40)))
-    old = device_eval.SELECT_SORT_LIMIT, device_eval.SELECT_BUCKET_BITS
-    device_eval.SELECT_SORT_LIMIT, device_eval.SELECT_BUCKET_BITS = 4, 2
+    old = sorting.SELECT_BUCKETS, sorting.SELECT_GATHER, sorting.DEVICE_PIECE
+    sorting.SELECT_BUCKETS, sorting.SELECT_GATHER, sorting.DEVICE_PIECE = buckets, gather, piece
     try:
         got = order_statistics_on_device(torch.as_tensor(values), ranks)
     finally:
-        device_eval.SELECT_SORT_LIMIT, device_eval.SELECT_BUCKET_BITS = old
-    np.testing.assert_array_equal(got, np.sort(values)[ranks] + 0.0)
+        sorting.SELECT_BUCKETS, sorting.SELECT_GATHER, sorting.DEVICE_PIECE = old
+    np.testing.assert_array_equal(got, np.sort(values)[ranks])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_order_statistics_of_clustered_confidences_at_the_default_sizes(device):
+    """Half the values exactly 1.0, the rest within 1e-6 of it (an over-confident model), a spread set,
+    and float32 confidences: buckets are split several times; equal to np.sort, bit for bit."""
+    rng = np.random.default_rng(4)
+    n = 1_000_000
+    clustered = np.where(rng.random(n) < 0.5, 1.0, 1 - rng.random(n) * 1e-6)
+    spread = rng.random(n) ** 0.1
+    ranks = np.unique(np.r_[0, n - 1, rng.integers(0, n, 30)])
+    for v in (clustered, spread, spread.astype(np.float32)):
+        got = order_statistics_on_device(torch.as_tensor(v, device=device), ranks)
+        assert got.dtype == np.float64
+        assert np.array_equal(got.view(np.int64), np.sort(v).astype(np.float64)[ranks].view(np.int64))
+
+
+def test_order_statistics_refuse_ranks_out_of_range():
+    with pytest.raises(ValueError):
+        order_statistics_on_device(torch.tensor([0.5]), [1])
+    assert order_statistics_on_device(torch.tensor([0.5]), []).shape == (0,)
 
 
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
@@ -171,47 +204,6 @@ def test_cuda_compiled_equals_numpy_and_eager(k, monkeypatch):
     assert again == eager  # a CUDA run repeats bit for bit
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture])
-@given(
-    values=st.lists(st.sampled_from([0.0, -0.0, 0.1, 0.5, 0.5000000000000001, 1.0]) | st.floats(0, 1),
-                    min_size=1, max_size=400),
-    margin=st.integers(0, 4),
-    data=st.data(),
-)
-def test_bracketed_selection_equals_np_sort_or_falls_back(values, margin, data, monkeypatch):
-    """Brackets from a strided sample of 16 values, a margin of 0-4 positions: missed brackets (often,
-    with such a sample) fall back to the histogram selection; either way the values are exact."""
-    values = np.array(values, dtype=np.float64)
-    ranks = np.array(data.draw(st.lists(st.integers(0, values.shape[0] - 1), min_size=1, max_size=40)))
-    with monkeypatch.context() as m:
-        m.setattr(device_eval, "SELECT_BRACKET_MIN", 0)
-        m.setattr(device_eval, "SELECT_SAMPLE", 16)
-        m.setattr(device_eval, "SELECT_MARGIN", margin)
-        m.setattr(device_eval, "SELECT_SORT_LIMIT", 4)
-        m.setattr(device_eval, "SELECT_BUCKET_BITS", 2)
-        got = order_statistics_on_device(torch.as_tensor(values), ranks)
-    np.testing.assert_array_equal(got, np.sort(values)[ranks] + 0.0)
-
-
-def test_bracketed_selection_takes_both_paths(monkeypatch):
-    """A random order: the brackets hold (no fallback); a periodic order that the stride samples badly
-    with no margin: the fallback runs; both exact."""
-    monkeypatch.setattr(device_eval, "SELECT_BRACKET_MIN", 0)
-    monkeypatch.setattr(device_eval, "SELECT_SAMPLE", 64)
-    calls = []
-    real = device_eval._select_bits
-    monkeypatch.setattr(device_eval, "_select_bits", lambda *a: calls.append(1) or real(*a))
-    rng = np.random.default_rng(0)
-    values = rng.uniform(size=100_000)
-    ranks = np.linspace(0, values.shape[0] - 1, 31).astype(np.int64)
-    monkeypatch.setattr(device_eval, "SELECT_MARGIN", 64)
-    np.testing.assert_array_equal(order_statistics_on_device(torch.as_tensor(values), ranks), np.sort(values)[ranks])
-    assert not calls
-    periodic = np.tile(np.array([0.9] + [0.1] * 1562), 64)  # every stride-th value is 0.9
-    monkeypatch.setattr(device_eval, "SELECT_MARGIN", 0)
-    got = order_statistics_on_device(torch.as_tensor(periodic), ranks)
-    np.testing.assert_array_equal(got, np.sort(periodic)[ranks])
-    assert calls
 
 
 @pytest.mark.parametrize("device", DEVICES)

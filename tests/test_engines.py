@@ -185,6 +185,115 @@ def test_bin_sums(engine, dtype, closed, monkeypatch):
         assert_bins_agree(binning.bin_statistics(values, correct, edges, lowest_closed=closed), want)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", ["logits", "probs"])
+@pytest.mark.parametrize("n,k", [(1, 2), (37, 3), (37, 7), (64, 31), (64, 32), (64, 33), (20, 63), (20, 64), (20, 65),
+                                 (9, 129)])
+def test_rows_of_every_length(engine, dtype, kind, n, k):
+    """Row lengths around the compiled loops' vector width and their paths (short rows, the classwise
+    lowest-bin cells from 32 classes on): every per-sample value and cell, and the top-label pass."""
+    rng = np.random.default_rng(n * 100 + k)
+    x = (rng.standard_normal((n, k)) * 3).astype(dtype)
+    x[: n // 4] = np.round(x[: n // 4])
+    scores = x if kind == "logits" else _probs(x.astype(np.float64)).astype(dtype)
+    p = as_predictions(scores, rng.integers(0, k, n), kind)
+    full = summarize(p, engine="numpy")
+    _assert_summaries_agree(full, summarize(p, engine=engine), kind)
+    lean = summarize(p, engine=engine, request=SummaryRequest(sums=frozenset({"samples"})))
+    np.testing.assert_array_equal(lean.correct, full.correct)
+    assert_equal_up_to_exp(lean.confidences, full.confidences)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_near_ties_of_the_maximum(engine):
+    """Logits within an ulp-sized exp of the maximum: p_j = e_j/Σe rounds to the top probability, and
+    the lowest such index is the prediction (exp(−1e-17) is 1), before and after the exact maximum."""
+    x = np.array([[0.0, 1e-17, -1.0], [1e-17, 0.0, -1.0], [-3.0, 0.0, 2e-300], [1.0, 1.0 - 2.0**-52, 1.0]])
+    y = np.array([0, 0, 1, 1])
+    p = as_predictions(x, y, "logits")
+    want = summarize(p, engine="numpy")
+    got = summarize(p, engine=engine)
+    assert want.correct.tolist() == [True, True, True, False]
+    _assert_summaries_agree(want, got, "logits")
+    f = np.array([[1e-30, np.nextafter(np.float32(1e-30), np.float32(1)), -1e-30]], dtype=np.float32)
+    q = as_predictions(f, np.array([0]), "logits")
+    _assert_summaries_agree(summarize(q, engine="numpy"), summarize(q, engine=engine), "logits")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("k", [5, 40])
+def test_probabilities_on_the_first_edge(engine, k):
+    """Probabilities exactly 1/M (the upper edge of bin 0, so in bin 0) and 0, at few and many classes."""
+    m = 15
+    rng = np.random.default_rng(k)
+    p = rng.random((300, k))
+    p[:, 1] = 0.0
+    p[:, 2:] *= (1.0 - 2.0 / m) / p[:, 2:].sum(axis=1, keepdims=True)
+    p[:, 0] = p[:, 3] = binning.uniform_edges(m)[1]
+    p[:, 4:] *= (1.0 - 2.0 / m - p[:, 2:3]) / p[:, 4:].sum(axis=1, keepdims=True)
+    pr = as_predictions(p, rng.integers(0, k, 300), "probs")
+    _assert_summaries_agree(summarize(pr, engine="numpy", n_bins=m), summarize(pr, engine=engine, n_bins=m), "probs")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("half", ["float16", "bfloat16"])
+def test_half_precision_scores(engine, half):
+    """float16 and bfloat16 (a row reader of 16-bit patterns) scores: the values of their exact float32."""
+    from calibrate_cli.data.arrays import BFloat16Rows, widen_bf16
+
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((500, 70)) * 4).astype(np.float32)
+    y = rng.integers(0, 70, 500)
+    if half == "float16":
+        scores = x.astype(np.float16)
+        wide = scores.astype(np.float32)
+    else:
+        bits = (x.view(np.uint32) >> 16).astype(np.uint16)
+        scores, wide = BFloat16Rows(bits), widen_bf16(bits)
+    want = summarize(as_predictions(wide, y, "logits"), engine="numpy")
+    _assert_summaries_agree(want, summarize(as_predictions(scores, y, "logits"), engine=engine), "logits")
+
+
+@pytest.mark.skipif(not native.HAVE_CKERNEL, reason="the C extension (the fused engine) is not built")
+@pytest.mark.parametrize("k", [10, 40, 300])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_c_rows_give_the_same_bits_in_any_split(k, dtype):
+    """A row's values are the same bits whatever the rows beside it in a call; the cells' counts equal."""
+    rng = np.random.default_rng(k)
+    x = (rng.standard_normal((150, k)) * 3).astype(dtype)
+    x[:10] = np.round(x[:10])
+    y = rng.integers(0, k, 150)
+    edges = binning.uniform_edges(15)
+    whole = native.fused_rows(x, y, edges, is_logits=True, top5=True, classwise=True)
+    for step in (1, 7, 64):
+        parts = [native.fused_rows(x[a:a + step], y[a:a + step], edges, is_logits=True, top5=True, classwise=True)
+                 for a in range(0, 150, step)]
+        for i in range(5):
+            np.testing.assert_array_equal(np.concatenate([part[i] for part in parts]), whole[i])
+        for i in (0, 2):  # count, Σ[y = k]: equal; Σp: the same additions grouped by call
+            np.testing.assert_array_equal(sum(part[5][i] for part in parts), whole[5][i])
+        np.testing.assert_allclose(sum(part[5][1] for part in parts), whole[5][1], rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.skipif(not native.HAVE_CKERNEL, reason="the C extension (the fused engine) is not built")
+@pytest.mark.parametrize("k", [10, 40, 100, 300])
+def test_the_c_rows_give_the_same_bits_whatever_else_is_asked(k):
+    """A row's confidence, NLL and Brier are the same bits with or without the classwise cells, and its
+    confidence the same in the top-label pass: asking for one more metric never moves the others."""
+    rng = np.random.default_rng(k)
+    x = (rng.standard_normal((60, k)) * 3).astype(np.float32)
+    y = rng.integers(0, k, 60)
+    edges = binning.uniform_edges(15)
+    full = native.fused_rows(x, y, edges, is_logits=True, top5=True, classwise=False)
+    cells = native.fused_rows(x, y, edges, is_logits=True, top5=True, classwise=True)
+    for a, b in zip(full[:5], cells[:5]):
+        np.testing.assert_array_equal(a, b)
+    conf, correct = native.top_label_rows(x, y, is_logits=True)
+    np.testing.assert_array_equal(conf, full[0])
+    np.testing.assert_array_equal(correct, full[1])
+
+
 # ------------------------------------------------------------------ temperature scaling
 
 

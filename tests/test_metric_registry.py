@@ -170,7 +170,7 @@ _ALLOWED_LITERALS = {
     "diagnostics/selective.py": {"error"},
     "cli/fit.py": {"nll"},  # whether the NLL is one of the table's columns (its inf warning then)
     "cli/topk.py": {"accuracy"},  # top-j accuracies formatted as the accuracy is
-    "metrics/meter.py": {"nll", "brier"},  # per-sample columns of a summary (packed for the all-gather)
+    "metrics/meter.py": {"nll", "brier"},  # the running sums of a meter (MetricSums fields)
     # answers' binary NLL and Brier (p of the outcome), and the JSON keys of the two binnings
     "metrics/sequences.py": {"nll", "brier", "ece", "adaece"},
     # what the top k determine (the registry's top-label metrics, NLL, top-5) and what they do not

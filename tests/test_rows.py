@@ -16,6 +16,7 @@ import naive_reference as naive  # noqa: E402
 from libm import assert_agree, assert_bins_agree  # noqa: E402
 
 from calibrate_cli import evaluate, fit_temperature  # noqa: E402
+from calibrate_cli.evaluate import report_from_summary  # noqa: E402
 from calibrate_cli.data.predictions import as_predictions  # noqa: E402
 from calibrate_cli.engine import torch_pass  # noqa: E402
 from calibrate_cli.engine.binning import S99_THRESHOLD, uniform_edges  # noqa: E402
@@ -141,7 +142,8 @@ def test_chunks_sparse_cells_and_memory_mapped_input(monkeypatch, tmp_path):
     np.save(tmp_path / "x.npy", x)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        report = evaluate(np.load(tmp_path / "x.npy", mmap_mode="r"), y, device="torch-cpu")
+        predictions = as_predictions(np.load(tmp_path / "x.npy", mmap_mode="r"), y)
+        report = report_from_summary(summarize(predictions, device="torch-cpu"), predictions=predictions)
     assert_agree(report.metrics, evaluate(x, y).metrics)
     assert len(seen) == 16 and max(seen) == 64 and sum(seen) == 1001
     wide, labels = _logits(4, 3000, 12)

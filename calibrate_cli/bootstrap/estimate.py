@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import InputError
 from ..engine.devices import DEFAULT_DEVICE, check_device
-from ..evaluate import SummarizedData, summarize_data
+from ..evaluate import SummarizedData, evaluate, summarize_data
 from ..metrics.functional import DEFAULT_N_BINS
 from ..data.predictions import InputKind
 from .draws import DEFAULT_SEED, Progress, run_resamples
@@ -22,6 +23,7 @@ from .intervals import (
 )
 from .jackknife import jackknife_acceleration, jackknife_values
 from .resampler import on_device, resampler_for
+from .weighted import WeightedResampler
 from .selection import Metrics, custom_value, selected_metrics, split_metrics
 
 
@@ -54,16 +56,26 @@ def bootstrap_values(
     check_device(device)  # an unavailable device fails before any work
     split_metrics(metrics)  # unknown names fail before any work
     data = summarize_data(scores, labels, input_kind=input_kind, n_bins=n_bins, compat=compat, metrics=metrics)
-    raw = (np.asarray(scores), np.asarray(labels))
+    raw = _raw(scores, labels, metrics)
     return _values(data, data.point(n_bins), n_bins, n_resamples, seed, indices, progress, batch_size, metrics, device, raw)
 
 
-def _values(data: SummarizedData, point, n_bins, n_resamples, seed, indices, progress, batch_size, metrics, device, raw):
+def _raw(scores, labels, metrics) -> tuple | None:
+    """(scores, labels) as arrays for the custom metric functions of ``metrics``; None when there are
+    none (the scores, e.g. a bfloat16 row reader, are then never read whole)."""
+    return (np.asarray(scores), np.asarray(labels)) if split_metrics(metrics)[1] else None
+
+
+def _values(data: SummarizedData, point, n_bins, n_resamples, seed, indices, progress, batch_size, metrics, device, raw,
+            weighted=None):
     builtin, custom = split_metrics(metrics)
     point = dict(point)
     if custom:
         point |= {name: custom_value(name, fn, *raw) for name, fn in custom.items()}
-    engines = on_device([resampler_for(data, n_bins, builtin)], device)
+    if weighted is not None:  # (WeightedColumns, weights in confidence order): numpy, on the CPU
+        engines = [WeightedResampler(*weighted, builtin)]
+    else:
+        engines = on_device([resampler_for(data, n_bins, builtin)], device)
     values = run_resamples(engines, data.summary.n, n_resamples, seed, indices, progress, batch_size, custom, raw)[0]
     return point, values
 
@@ -84,6 +96,7 @@ def bootstrap(
     progress: Progress | None = None,
     batch_size: int | None = None,
     device: str = DEFAULT_DEVICE,
+    weights=None,
 ) -> dict[str, ConfidenceInterval]:
     """Bootstrap confidence intervals of every metric of ``calib eval`` (docs/bootstrap.md).
 
@@ -99,7 +112,8 @@ def bootstrap(
     ``"auto"``, ``"torch-cpu"``; same draws, same results up to float64 rounding).
     ``progress(done, total)`` is called after each batch. Same seed (and same data), same
     intervals, whatever ``batch_size``. To get the metrics and their intervals from one read of
-    the data, use ``evaluate(..., bootstrap=B)``.
+    the data, use ``evaluate(..., bootstrap=B)``. ``weights``: (N,) sample weights, each drawn row
+    carrying its weight (:mod:`.weighted`; built-in metrics, basic or percentile intervals, on the CPU).
 
     >>> import numpy as np
     >>> rng = np.random.default_rng(1)
@@ -116,11 +130,17 @@ def bootstrap(
     check_settings(n_resamples, level, method)
     check_device(device)
     split_metrics(metrics)  # unknown names fail before any work
+    if weights is not None:  # evaluate's weighted path: the same validation, the weighted engine
+        if indices is not None:
+            raise InputError("explicit resamples (indices) take no sample weights")
+        return evaluate(scores, labels, input_kind=input_kind, n_bins=n_bins, compat=compat, weights=weights,
+                        bootstrap=n_resamples, ci_level=level, ci_method=method, seed=seed, device=device,
+                        progress=progress, bootstrap_metrics=metrics).intervals
     data = summarize_data(scores, labels, input_kind=input_kind, n_bins=n_bins, compat=compat, metrics=metrics)
     return bootstrap_prepared(
         data, data.point(n_bins), n_bins=n_bins, n_resamples=n_resamples, level=level, method=method, seed=seed,
         metrics=metrics, indices=indices, progress=progress, batch_size=batch_size, device=device,
-        raw=(np.asarray(scores), np.asarray(labels)),
+        raw=_raw(scores, labels, metrics),
     )
 
 
@@ -139,16 +159,26 @@ def bootstrap_prepared(
     batch_size: int | None = None,
     device: str = DEFAULT_DEVICE,
     raw: tuple | None = None,
+    weighted: tuple | None = None,
 ) -> dict[str, ConfidenceInterval]:
     """:func:`bootstrap` on data already validated and summarised (:func:`~calibrate_cli.evaluate.summarize_data`)
     with its point metrics ``point``: nothing is read, validated or summarised again.
 
     ``raw`` = (scores, labels) as the user passed them, for custom metric functions (default: the
-    validated arrays)."""
+    validated arrays). ``weighted`` = (:class:`~calibrate_cli.metrics.weighted.WeightedColumns`, the
+    sample weights in its confidence order): each drawn row carries its weight (:mod:`.weighted`);
+    on the CPU, with the basic or percentile interval (the BCa's jackknife takes no weights)."""
     check_settings(n_resamples, level, method)
     check_device(device)
-    raw = raw if raw is not None else (np.asarray(data.predictions.scores), np.asarray(data.predictions.labels))
-    point, values = _values(data, point, n_bins, n_resamples, seed, indices, progress, batch_size, metrics, device, raw)
+    if weighted is not None and method == "bca":
+        raise InputError("the BCa interval's jackknife takes no sample weights: use the basic or percentile interval")
+    if metrics is None or (isinstance(metrics, str) and metrics == "all"):
+        # only the metrics with a point value get an interval (selected_metrics), so only those are
+        # resampled: no (N, K) probabilities for the classwise metrics evaluate leaves out at large K
+        metrics = [name for name in split_metrics(metrics)[0] if point.get(name) is not None]
+    raw = raw if raw is not None else _raw(data.predictions.scores, data.predictions.labels, metrics)
+    point, values = _values(data, point, n_bins, n_resamples, seed, indices, progress, batch_size, metrics, device, raw,
+                            weighted)
     accel = {}
     if method == "bca":
         jack = jackknife_values(data, None, n_bins=n_bins, metrics=metrics, raw=raw)

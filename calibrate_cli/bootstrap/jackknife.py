@@ -17,6 +17,39 @@ from .selection import Metrics, custom_value, split_metrics
 DEFAULT_JACKKNIFE_GROUPS = 100
 
 
+class KeptRows:
+    """The rows ``index`` (increasing) of ``base`` (an (N, K) array or row reader), read a row chunk at
+    a time: ``kept[a:b]`` is ``base[index[a:b]]``, so a jackknife sample holds no copy of the scores."""
+
+    ndim = 2
+
+    def __init__(self, base, index: np.ndarray) -> None:
+        self.base, self.index = base, index
+        self.shape = (int(index.shape[0]), int(base.shape[1]))
+        self.dtype = base.dtype
+        self.stored_eps = getattr(base, "stored_eps", 0.0)
+
+    @property
+    def nbytes(self) -> int:
+        return self.shape[0] * self.shape[1] * self.dtype.itemsize
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        if not isinstance(rows, slice):
+            raise TypeError("KeptRows is read by row slices")
+        index = self.index[rows]
+        if index.shape[0] == 0:
+            return np.asarray(self.base[0:0])
+        first = int(index[0])  # the span of base rows that holds them, read by a slice (any row reader)
+        return np.asarray(self.base[first : int(index[-1]) + 1])[index - first]
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        whole = self[0 : self.shape[0]]
+        return whole if dtype is None else whole.astype(dtype, copy=False)
+
+
 def _jackknife_groups(n: int, n_groups: int) -> list[np.ndarray]:
     """G = min(n, n_groups) groups of samples, a fixed random partition (seeded by n) of [0, n)."""
     g = min(n, n_groups)
@@ -59,7 +92,7 @@ def jackknife_values(
         data = scores
     else:
         data = summarize_data(scores, labels, input_kind=input_kind, n_bins=n_bins, compat=compat)
-        raw = raw if raw is not None else (np.asarray(scores), np.asarray(labels))
+        raw = raw if raw is not None or not custom else (np.asarray(scores), np.asarray(labels))
     predictions, compat = data.predictions, data.summary.compat
     n = predictions.n
     names = list(METRIC_NAMES if builtin is None else builtin)
@@ -67,13 +100,14 @@ def jackknife_values(
     class_sorted = "class_samples" in sums_needed(names)
     if n < 2:
         return {name: v[:0] for name, v in out.items()}
-    score_array, label_array = np.asarray(predictions.scores), np.asarray(predictions.labels)
-    if raw is None:
-        raw = (score_array, label_array)
+    label_array = np.asarray(predictions.labels)
+    if raw is None and custom:
+        raw = (np.asarray(predictions.scores), label_array)
     for g, group in enumerate(_jackknife_groups(n, n_groups)):
         keep = np.ones(n, dtype=bool)
         keep[group] = False
-        sub = Predictions(score_array[keep], label_array[keep], predictions.input_kind)  # rows of valid data
+        kept = np.flatnonzero(keep)  # rows of valid data, read a chunk at a time (no copy of the scores)
+        sub = Predictions(KeptRows(predictions.scores, kept), label_array[keep], predictions.input_kind)
         summary = summarize(sub, n_bins=n_bins, compat=compat)  # every column and the classwise cells
         if class_sorted:  # the opt-in classwise metrics (ACE, classwise RMS/KS) read each class sorted
             summary = with_class_sorted(summary, sub)

@@ -94,6 +94,7 @@ def compare(
     label_names: tuple[str, str] | None = None,
     device: str = DEFAULT_DEVICE,
     metrics=None,
+    weights=None,
 ) -> Comparison:
     """Difference B − A of every metric, with a paired-bootstrap interval.
 
@@ -102,25 +103,25 @@ def compare(
     in :func:`bootstrap`. The labels must be identical. ``n_resamples=0`` gives the differences only.
     ``names``/``label_names`` name the inputs in error messages (e.g. file paths). ``device`` as in
     :func:`bootstrap`; ``metrics``: the metrics resampled (names or "all"; default: all but the
-    per-sample KS-CE and SmoothECE, whose differences then get no interval).
+    per-sample KS-CE and SmoothECE, whose differences then get no interval). ``weights``: (N,) sample
+    weights of the shared samples, the same for both models (:mod:`.weighted`: each drawn row carries
+    its weight; on the CPU, basic or percentile intervals).
     """
     check_device(device)
     la, lb = label_names or (f"{names[0]} labels", f"{names[1]} labels")
+    if weights is not None:
+        point_a, point_b, values, (n, k) = _weighted_pair(
+            (scores_a, labels_a), (scores_b, labels_b), weights, input_kind=input_kind, n_bins=n_bins, compat=compat,
+            names=names, label_names=(la, lb), device=device, metrics=metrics, method=method, level=level,
+            resample=(n_resamples, seed, indices, progress, batch_size))
+        return Comparison(n, k, n_bins, _differences(point_a, point_b, values, {}, level, method))
     data_a = summarize_data(scores_a, labels_a, input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=names[0],
                             labels_name=la, metrics=metrics)
     data_b = summarize_data(scores_b, labels_b, input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=names[1],
                             labels_name=lb, metrics=metrics)
     sa, sb = data_a.summary, data_b.summary
     point_a, point_b = data_a.point(n_bins), data_b.point(n_bins)
-    if sa.n != sb.n:
-        raise InputError(f"{la} has {sa.n} samples and {lb} has {sb.n}: a paired comparison needs the same samples")
-    if not np.array_equal(sa.labels, sb.labels):
-        first = int(np.flatnonzero(sa.labels != sb.labels)[0])
-        raise InputError(
-            f"{la} and {lb} hold different labels (first at sample {first}): a paired comparison needs the same samples"
-        )
-    if sa.k != sb.k:
-        raise InputError(f"{names[0]} has {sa.k} classes and {names[1]} has {sb.k}: they must match")
+    _same_samples(la, lb, sa, sb, names)
     values, accel = None, {}
     if n_resamples or indices is not None:
         check_settings(n_resamples if indices is None else 1, level, method)
@@ -133,6 +134,63 @@ def compare(
         if method == "bca":  # the jackknife of the difference: both models on the same groups
             ja, jb = (jackknife_values(d, None, n_bins=n_bins, metrics=wanted) for d in (data_a, data_b))
             accel = {name: jackknife_acceleration(jb[name] - ja[name]) for name in jb}
+    return Comparison(sa.n, sa.k, n_bins, _differences(point_a, point_b, values, accel, level, method))
+
+
+def _same_samples(la, lb, a, b, names) -> None:
+    """Refuse two sets of predictions that are not of the same samples (N, labels, K)."""
+    if a.n != b.n:
+        raise InputError(f"{la} has {a.n} samples and {lb} has {b.n}: a paired comparison needs the same samples")
+    if not np.array_equal(a.labels, b.labels):
+        first = int(np.flatnonzero(a.labels != b.labels)[0])
+        raise InputError(
+            f"{la} and {lb} hold different labels (first at sample {first}): a paired comparison needs the same samples"
+        )
+    if a.k != b.k:
+        raise InputError(f"{names[0]} has {a.k} classes and {names[1]} has {b.k}: they must match")
+
+
+def _weighted_pair(pair_a, pair_b, weights, *, input_kind, n_bins, compat, names, label_names, device, metrics,
+                   method, level, resample):
+    """(point A, point B, {metric: B − A of each resample} or None, (N, K)) with sample weights: both
+    models' :class:`~calibrate_cli.metrics.weighted.WeightedColumns`, the same draws for both."""
+    from ..data.predictions import as_predictions
+    from ..metrics.registry import METRICS, sums_needed
+    from ..metrics.weighted import check_names, check_weights, weighted_columns
+    from .weighted import WeightedResampler
+
+    if compat:
+        raise InputError("sample weights: the compat mode reproduces the reference code, which has no weights",
+                         remedy="no-compat")
+    if device not in (None, "cpu", "auto"):
+        raise InputError(f"sample weights are summed with numpy on the CPU, not on {device}", remedy="cpu-device")
+    if method == "bca":
+        raise InputError("the BCa interval's jackknife takes no sample weights: use the basic or percentile interval")
+    preds = [as_predictions(s, y, input_kind, scores_name=name, labels_name=label, check_values=False)
+             for (s, y), name, label in zip((pair_a, pair_b), names, label_names)]
+    _same_samples(*label_names, *preds, names)
+    w = check_weights(weights, preds[0].n)
+    wanted, custom = split_metrics(metrics)
+    if custom:
+        raise InputError("a paired comparison resamples built-in metrics only (names or 'all')")
+    shown = [spec.name for spec in METRICS if spec.by_default or spec.name in wanted]
+    check_names([*shown, *wanted], w, "weights")
+    needed = sums_needed([*shown, *wanted])
+    columns = [weighted_columns(p, n_bins, needed, scores_name=name)[2] for p, name in zip(preds, names)]
+    points = [{m: None if math.isnan(v) else v for m, v in c.values(w[c.order], shown).items()} for c in columns]
+    n_resamples, seed, indices, progress, batch_size = resample
+    values = None
+    if n_resamples or indices is not None:
+        check_settings(n_resamples if indices is None else 1, level, method)
+        engines = [WeightedResampler(c, w[c.order], wanted) for c in columns]
+        va, vb = run_resamples(engines, preds[0].n, n_resamples, seed, indices, progress, batch_size)
+        values = {name: vb[name] - va[name] for name in METRIC_NAMES}
+    return points[0], points[1], values, (preds[0].n, preds[0].k)
+
+
+def _differences(point_a, point_b, values, accel, level, method) -> dict:
+    """{metric: :class:`MetricDifference`} of the metrics both points hold (B − A, with its interval
+    from the resampled differences ``values`` when given)."""
     diffs = {}
     for name in (m for m in METRIC_NAMES if m in point_a and m in point_b):
         a, b = point_a[name], point_b[name]
@@ -146,5 +204,5 @@ def compare(
                 acceleration=accel.get(name, 0.0), bounds=difference_range(METRIC_RANGES.get(name)), metric=name,
             )
         diffs[name] = MetricDifference(name, a, b, diff, ci)
-    return Comparison(sa.n, sa.k, n_bins, diffs)
+    return diffs
 

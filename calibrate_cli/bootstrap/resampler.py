@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine.class_samples import ClassSamples, sort_classes
+from ..engine.class_samples import ClassSamples, probabilities_by_rows, sort_classes
 from ..engine.binning import assign_bins, torch_linspace_edges, uniform_edges
 from ..engine.devices import NumpyOps, array_ops
 from ..metrics.registry import (
@@ -332,12 +332,10 @@ def on_device(engines: list, device: str) -> list:
 
 
 def _scores_probs(predictions, compat) -> np.ndarray:
-    from ..data.probabilities import softmax
-
-    dtype = np.float32 if compat else np.float64
-    if predictions.input_kind == "logits":
-        return softmax(np.asarray(predictions.scores), dtype=dtype)
-    return np.asarray(predictions.scores, dtype=dtype)
+    """The (N, K) probabilities the classwise resampling reads (float32 in compat mode), made a row
+    chunk at a time from the scores (no widened copy of bfloat16 or float16 scores)."""
+    return probabilities_by_rows(predictions.scores, predictions.input_kind,
+                                 dtype=np.float32 if compat else np.float64)
 
 
 def resampler_for(data, n_bins: int, wanted=None) -> Resampler:

@@ -28,6 +28,7 @@ that clips, or a map that clips what it is applied to, says so (a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import warnings
@@ -86,8 +87,15 @@ class FitData:
     logits: np.ndarray
     labels: np.ndarray
     scores_name: str
-    has_zeros: bool = False  # −inf entries: log-probabilities of exactly 0
+    has_zeros: bool = False  # −inf entries (log-probabilities of exactly 0; logits are checked finite)
     input_kind: InputKind = "logits"  # what the scores were: logits, or probabilities (then logits = log p)
+    #: (N,) float64 sample weights (checked: ≥ 0, finite, not all 0), or None: every row counts once
+    weights: np.ndarray | None = None
+
+    @property
+    def total_weight(self) -> float:
+        """Σw (N without weights): what the objective's means divide by."""
+        return float(self.n) if self.weights is None else float(np.sum(self.weights))
 
     @property
     def n(self) -> int:
@@ -99,6 +107,16 @@ class FitData:
 
     def rows(self, rows: slice) -> np.ndarray:
         return np.asarray(self.logits[rows], dtype=np.float64)
+
+    def mean(self, values, axis: int | None = None):
+        """The mean over the samples (axis 0 of ``values``, (N, …); ``axis=None``: of an (N,) vector):
+        ``np.mean`` without weights, else (1/W) Σ_i w_i values_i (rows of weight 0 left out)."""
+        if self.weights is None:
+            return np.mean(values, axis=axis)
+        values = np.asarray(values)
+        w = self.weights.reshape((-1,) + (1,) * (values.ndim - 1))
+        axis = 0 if axis is None and values.ndim > 1 else axis
+        return np.sum(np.where(w > 0, w * values, 0.0), axis=axis) / self.total_weight
 
     @classmethod
     def prepare(cls, scores, labels, input_kind: InputKind, scores_name: str, labels_name: str) -> "FitData":
@@ -120,23 +138,27 @@ class FitData:
             return self, 0
         count = int(np.count_nonzero(np.isneginf(self.logits)))
         logits = np.maximum(np.asarray(self.logits, dtype=np.float64), _LOG_PROB_EPS)
-        return FitData(logits, self.labels, self.scores_name, has_zeros=False, input_kind=self.input_kind), count
+        return FitData(logits, self.labels, self.scores_name, has_zeros=False, input_kind=self.input_kind,
+                       weights=self.weights), count
 
     def require_finite(self, what: str) -> None:
         """Refuse log-probabilities of exactly 0 (methods whose maps are not defined at −inf)."""
-        if np.isneginf(self.logits).any():
+        if self.has_zeros:  # logits are checked finite: only log p holds −inf (no (N, K) test of the scores)
             row = int(np.flatnonzero(np.isneginf(self.logits).any(axis=1))[0])
             raise InputError(
                 f"{self.scores_name}: {what} needs finite logits, but row {row} has a probability of exactly 0"
             )
 
     def require_finite_true_class(self, what: str) -> None:
-        """Refuse a true class of probability 0: its NLL is infinite whatever the map."""
-        if not np.isneginf(self.logits).any():
+        """Refuse a true class of probability 0: its NLL is infinite whatever the map (a row of
+        weight 0 is left out: it is not in the objective)."""
+        if not self.has_zeros:
             return
         for rows in row_chunks(self.n, self.k):
             z_y = self.rows(rows)[np.arange(rows.stop - rows.start), self.labels[rows]]
             bad = np.isneginf(z_y)
+            if self.weights is not None:
+                bad &= self.weights[rows] > 0
             if bad.any():
                 row = rows.start + int(np.flatnonzero(bad)[0])
                 raise InputError(
@@ -284,6 +306,9 @@ class Calibrator(ABC):
     #: True when the map is not defined at log p = −inf (Platt, beta, vector, matrix, Dirichlet, ensemble
     #: temperature scaling): probabilities of exactly 0 are clipped to ε (:data:`PROB_EPS`) first
     clips_zeros: ClassVar[bool] = False
+    #: True when ``_fit`` honours ``FitData.weights`` (a weighted objective or weighted bin counts); a
+    #: method that does not refuses weights (docs/weights.md), never ignores them
+    takes_weights: ClassVar[bool] = False
 
     k: int | None = None  # the number of classes it was fitted on (None: any)
     input_kind: InputKind | None = None  # what it was fitted on: "logits" or "probs" (None: not known, any)
@@ -324,11 +349,21 @@ class Calibrator(ABC):
         progress: Progress | None = None,
         scores_name: str = "scores",
         labels_name: str = "labels",
+        weights=None,
+        weights_name: str = "weights",
     ) -> "Calibrator":
         """Fit on validation ``scores`` (logits, or probabilities with ``input_kind="probs"``) and
         ``labels``; sets the parameters, ``k`` and ``fit_info_``; returns self. ``progress(done,
-        total)`` is called as the solver goes (total None when unknown)."""
+        total)`` is called as the solver goes (total None when unknown). ``weights``: (N,) sample
+        weights ≥ 0, not all 0 (named ``weights_name`` in errors): row i counts w_i times in the
+        objective or the bin counts, so whole-number weights fit as repeated rows (docs/weights.md)."""
         data = FitData.prepare(scores, labels, input_kind, scores_name, labels_name)
+        if weights is not None:
+            from ..metrics.weighted import check_weights
+
+            if not self.takes_weights:
+                raise InputError(f"{weights_name}: the {self.name} fit takes no sample weights")
+            data = dataclasses.replace(data, weights=check_weights(weights, data.n, name=weights_name))
         clipped = 0
         if self.clips_zeros:
             data, clipped = data.clipped()
@@ -639,7 +674,11 @@ class ProbabilityCalibrator(Calibrator):
             return np.log(self._proba(z))
 
 
-def nll_of(q: np.ndarray, labels: np.ndarray) -> float:
-    """Mean −log q_{i,y_i} of probabilities ``q`` (inf when a true class gets probability 0)."""
+def nll_of(q: np.ndarray, labels: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """Mean −log q_{i,y_i} of probabilities ``q`` (inf when a true class gets probability 0);
+    ``weights``: the weighted mean (1/W) Σ_i w_i (−log q_{i,y_i}), rows of weight 0 left out."""
     with np.errstate(divide="ignore"):
-        return float(-np.mean(np.log(q[np.arange(q.shape[0]), labels])))
+        logs = np.log(q[np.arange(q.shape[0]), labels])
+        if weights is None:
+            return float(-np.mean(logs))
+        return float(-np.sum(np.where(weights > 0, weights * logs, 0.0)) / np.sum(weights))

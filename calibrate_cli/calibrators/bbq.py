@@ -59,7 +59,8 @@ def _log_rising(count: np.ndarray, a: np.ndarray) -> np.ndarray:
     return out
 
 
-def bbq_fit(scores: np.ndarray, positive: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
+def bbq_fit(scores: np.ndarray, positive: np.ndarray,
+            weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, dict]:
     """BBQ on binary scores in [0, 1] and 0/1 outcomes: (t, values, details) with the map
     q(s) = values[searchsorted(t, s, side="right")] (see the module docstring).
 
@@ -67,7 +68,8 @@ def bbq_fit(scores: np.ndarray, positive: np.ndarray) -> tuple[np.ndarray, np.nd
     0 at the ends, whose prior mean is exactly 0 or 1: their terms are taken at their limits
     (:func:`_log_rising`), so an empty bin counts for nothing and a bin of scores of exactly 1 with a
     negative outcome makes that binning impossible (weight 0). A :class:`~calibrate_cli.errors.FitError`
-    when every binning is impossible."""
+    when every binning is impossible. ``weights``: sample weights: counts n_b, m_b become Σw, the
+    quantiles those of the repeated rows, N becomes Σw (rounded for the range of B)."""
     from scipy.special import gammaln
 
     s = np.asarray(scores, dtype=np.float64)
@@ -75,15 +77,26 @@ def bbq_fit(scores: np.ndarray, positive: np.ndarray) -> tuple[np.ndarray, np.nd
     n = s.shape[0]
     order = np.argsort(s, kind="stable")
     sorted_s = s[order]
+    total = n if weights is None else float(np.sum(weights))
     models, logs = [], []
-    for b_count in bbq_bin_counts(n):
+    b_counts = bbq_bin_counts(n if weights is None else max(1, round(total)))
+    for b_count in b_counts:
         # j·N/B as j·N then one division: exactly the integer when it is one (j · (N/B) may miss it by
         # an ulp, and then put an edge just above a run of tied scores, e.g. a forest's 0.5, instead of on it)
-        interior = np.interp(np.arange(1, b_count) * n / b_count, np.arange(n), sorted_s)
+        if weights is None:
+            interior = np.interp(np.arange(1, b_count) * n / b_count, np.arange(n), sorted_s)
+        else:
+            from ..metrics.weighted import rank_interp
+
+            interior = rank_interp(np.arange(1, b_count) * total / b_count, sorted_s, weights[order], total)
         edges = np.concatenate([[0.0], interior, [1.0]])
         bins = np.searchsorted(interior, s, side="right")
-        counts = np.bincount(bins, minlength=b_count).astype(np.float64)
-        positives = np.bincount(bins, weights=y, minlength=b_count)
+        if weights is None:
+            counts = np.bincount(bins, minlength=b_count).astype(np.float64)
+            positives = np.bincount(bins, weights=y, minlength=b_count)
+        else:
+            counts = np.bincount(bins, weights=weights, minlength=b_count)
+            positives = np.bincount(bins, weights=weights * y, minlength=b_count)
         prior = (edges[:-1] + edges[1:]) / 2.0
         size = BBQ_PRIOR_SIZE / b_count
         alpha, beta = size * prior, size * (1.0 - prior)
@@ -108,7 +121,7 @@ def bbq_fit(scores: np.ndarray, positive: np.ndarray) -> tuple[np.ndarray, np.nd
         if weight != 0:  # (a NaN weight is kept: it shows in the values, which the fit's check refuses)
             values += weight * theta[np.searchsorted(interior, points, side="right")]
     best = int(np.argmax(weights))
-    return t, values, {"models": len(models), "most_likely_bins": int(bbq_bin_counts(n)[best]),
+    return t, values, {"models": len(models), "most_likely_bins": int(b_counts[best]),
                        "weight_of_most_likely": float(weights[best])}
 
 
@@ -117,6 +130,7 @@ class BBQCalibration(ProbabilityCalibrator):
 
     name = "bbq"
     shift_invariant = True  # one-vs-rest on softmax(z): the same for logits and log-probabilities
+    takes_weights = True  # weighted counts and quantiles (the Bayesian scores of the repeated rows)
 
     def __init__(self, edges=None, values=None):
         if (edges is None) != (values is None):
@@ -131,7 +145,7 @@ class BBQCalibration(ProbabilityCalibrator):
         edges, values, details = [], [], []
         for k in range(data.k):
             try:
-                t, v, d = bbq_fit(p[:, k], data.labels == k)
+                t, v, d = bbq_fit(p[:, k], data.labels == k, data.weights)
             except FitError as exc:
                 raise FitError(f"{data.scores_name}: BBQ cannot be fitted for class {k}: {exc}") from None
             edges.append(t)
@@ -140,7 +154,8 @@ class BBQCalibration(ProbabilityCalibrator):
             if progress is not None:
                 progress(k + 1, data.k)
         self.edges_, self.values_, self.k = edges, values, data.k
-        return FitInfo(self.objectives[0], nll_of(self._proba(data.logits), data.labels), nll_of(p, data.labels),
+        return FitInfo(self.objectives[0], nll_of(self._proba(data.logits), data.labels, data.weights),
+                       nll_of(p, data.labels, data.weights),
                        data.n, data.k,
                        {"models": details[0]["models"], "most_likely_bins": [d["most_likely_bins"] for d in details]})
 

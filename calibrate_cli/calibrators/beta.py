@@ -37,6 +37,7 @@ class BetaCalibration(Calibrator):
     name = "beta"
     shift_invariant = True  # s = z₁ − z₀: the same for logits and log-probabilities
     clips_zeros = True  # probabilities of exactly 0 (or 1) become ε (1 − ε): log p must be finite
+    takes_weights = True  # the weighted mean NLL
     searches = {}  # fitted by `calib fit --method beta`
 
     def __init__(self, a: float | None = None, b: float | None = None, c: float | None = None):
@@ -71,8 +72,10 @@ class BetaCalibration(Calibrator):
             if progress is not None:
                 progress(calls[0], None)
             m = x @ theta
-            value = float(np.mean(np.logaddexp(0.0, -sign * m)))
+            value = float(data.mean(np.logaddexp(0.0, -sign * m)))  # np.mean, or weighted by the samples
             r = 0.5 * (1.0 + np.tanh(0.5 * m)) - y  # σ(m) − y
+            if data.weights is not None:
+                return value, x.T @ (data.weights * r) / data.total_weight
             return value, x.T @ r / data.n
 
         theta0 = np.array([1.0, 1.0, 0.0])

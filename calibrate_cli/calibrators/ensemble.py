@@ -40,6 +40,7 @@ class EnsembleTemperatureScaling(ProbabilityCalibrator):
     name = "ensemble_ts"
     shift_invariant = True  # softmax(z / T) and softmax(z): the same for logits and log-probabilities
     clips_zeros = True  # probabilities of exactly 0 (or 1) become ε (1 − ε): log p must be finite
+    takes_weights = True  # the weighted NLL of the temperature and of the mixture
 
     def __init__(self, temperature: float | None = None, weights=None):
         if (temperature is None) != (weights is None):
@@ -74,7 +75,7 @@ class EnsembleTemperatureScaling(ProbabilityCalibrator):
 
         def fun(w):
             m = c @ w
-            return -float(np.mean(np.log(m))), -(c / m[:, None]).mean(axis=0)
+            return -float(data.mean(np.log(m))), -data.mean(c / m[:, None], axis=0)  # weighted with sample weights
 
         w0 = np.array([1.0, 0.0, 0.0])  # plain temperature scaling
         result = minimize(fun, np.full(3, 1.0 / 3.0), jac=True, method="SLSQP", bounds=[(0.0, 1.0)] * 3,
@@ -88,7 +89,8 @@ class EnsembleTemperatureScaling(ProbabilityCalibrator):
         if fun(w)[0] > fun(w0)[0]:  # never worse than the temperature alone
             w = w0
         self.temperature_, self.weights_, self.k = float(t), w, data.k
-        return FitInfo(self.objectives[0], nll_of(self._proba(z), data.labels), nll_of(probabilities_of(z), data.labels),
+        return FitInfo(self.objectives[0], nll_of(self._proba(z), data.labels, data.weights),
+                       nll_of(probabilities_of(z), data.labels, data.weights),
                        data.n, data.k, {**solver, "weight_iterations": int(result.nit)}, warnings=tuple(warnings))
 
     @property

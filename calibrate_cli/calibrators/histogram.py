@@ -28,7 +28,7 @@ from ..errors import InputError
 from ..metrics.functional import DEFAULT_N_BINS
 from .base import FitData, FitInfo, ProbabilityCalibrator, nll_of, json_numbers, probabilities_of, renormalise
 
-__all__ = ["EqualMassHistogramBinning", "HistogramBinning", "MIN_SAMPLES_PER_BIN"]
+__all__ = ["EqualMassHistogramBinning", "HistogramBinning", "MIN_SAMPLES_PER_BIN", "weighted_quantiles"]
 
 #: fewest fitting samples per bin, on average, that histogram binning accepts
 MIN_SAMPLES_PER_BIN = 5
@@ -39,6 +39,7 @@ class HistogramBinning(ProbabilityCalibrator):
 
     name = "histogram"
     shift_invariant = True  # bins of softmax(z): the same for logits and log-probabilities
+    takes_weights = True  # weighted bin counts (and weighted quantiles for the equal-mass edges)
     binning = "width"
 
     def __init__(self, edges=None, values=None, *, n_bins: int = DEFAULT_N_BINS):
@@ -52,31 +53,39 @@ class HistogramBinning(ProbabilityCalibrator):
         if self.values_ is not None:
             self.k = int(self.values_.shape[0])
 
-    def _edges(self, p: np.ndarray) -> np.ndarray:
+    def _edges(self, p: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         """The M − 1 inner edges of each class (K, M − 1)."""
         inner = np.arange(1, self.n_bins, dtype=np.float64) / self.n_bins
         return np.tile(inner, (p.shape[1], 1))
 
     def _fit(self, data: FitData, progress) -> FitInfo:
-        if data.n < MIN_SAMPLES_PER_BIN * self.n_bins:
+        # with sample weights: the rows of weight > 0 count (the weights' scale is free)
+        n = data.n if data.weights is None else int(np.count_nonzero(data.weights))
+        if n < MIN_SAMPLES_PER_BIN * self.n_bins:
             raise InputError(
                 f"{data.scores_name}: histogram binning with {self.n_bins} bins needs at least "
-                f"{MIN_SAMPLES_PER_BIN * self.n_bins} fitting samples ({MIN_SAMPLES_PER_BIN} per bin on average), got {data.n}; use fewer bins"
+                f"{MIN_SAMPLES_PER_BIN * self.n_bins} fitting samples ({MIN_SAMPLES_PER_BIN} per bin on average), got {n}; use fewer bins"
             )
         p = probabilities_of(data.logits)
-        edges = self._edges(p)
+        edges = self._edges(p, data.weights)
         values = np.empty((data.k, self.n_bins))
+        w = data.weights
         for k in range(data.k):
             bins = np.searchsorted(edges[k], p[:, k], side="left")  # (e_b, e_{b+1}]
-            count = np.bincount(bins, minlength=self.n_bins)
-            hits = np.bincount(bins, weights=(data.labels == k).astype(np.float64), minlength=self.n_bins)
+            if w is None:
+                count = np.bincount(bins, minlength=self.n_bins)
+                hits = np.bincount(bins, weights=(data.labels == k).astype(np.float64), minlength=self.n_bins)
+            else:  # weighted counts: Σw and Σw·[y = k] per bin
+                count = np.bincount(bins, weights=w, minlength=self.n_bins)
+                hits = np.bincount(bins, weights=w * (data.labels == k), minlength=self.n_bins)
             lo = np.concatenate([[0.0], edges[k]])
             hi = np.concatenate([edges[k], [1.0]])
             values[k] = np.where(count > 0, hits / np.maximum(count, 1), 0.5 * (lo + hi))
             if progress is not None:
                 progress(k + 1, data.k)
         self.edges_, self.values_, self.k = edges, values, data.k
-        return FitInfo(self.objectives[0], nll_of(self._proba(data.logits), data.labels), nll_of(p, data.labels),
+        return FitInfo(self.objectives[0], nll_of(self._proba(data.logits), data.labels, data.weights),
+                       nll_of(p, data.labels, data.weights),
                        data.n, data.k, {"bins": self.n_bins, "binning": self.binning})
 
     @property
@@ -124,6 +133,33 @@ class EqualMassHistogramBinning(HistogramBinning):
     name = "histogram_mass"
     binning = "mass"
 
-    def _edges(self, p: np.ndarray) -> np.ndarray:
+    def _edges(self, p: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         levels = np.arange(1, self.n_bins, dtype=np.float64) / self.n_bins
-        return np.stack([np.quantile(p[:, k], levels) for k in range(p.shape[1])]) if self.n_bins > 1 else np.zeros((p.shape[1], 0))
+        if self.n_bins == 1:
+            return np.zeros((p.shape[1], 0))
+        if weights is not None:
+            return np.stack([weighted_quantiles(p[:, k], weights, levels) for k in range(p.shape[1])])
+        return np.stack([np.quantile(p[:, k], levels) for k in range(p.shape[1])])
+
+
+def weighted_quantiles(values: np.ndarray, weights: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """``np.quantile(values, levels)`` (method "linear") of the rows repeated by their weights: the
+    virtual index (W − 1)·q, W = Σw, between the values at ranks ⌊·⌋ and ⌊·⌋ + 1 of the repeated rows
+    (the value at rank t: the first, ascending, whose cumulative weight exceeds t), numpy's ``_lerp``."""
+    order = np.argsort(values, kind="stable")
+    v, w = np.asarray(values, dtype=np.float64)[order], weights[order]
+    cum = np.cumsum(w)
+    total = float(cum[-1])
+    top = int(np.flatnonzero(w > 0)[-1])
+
+    def at(ranks):
+        return v[np.minimum(np.searchsorted(cum, ranks, side="right"), top)]
+
+    index = (total - 1) * levels
+    below = np.floor(index)
+    gamma = index - below
+    a, b = at(below), at(below + 1)
+    diff = b - a
+    out = a + diff * gamma
+    out = np.where(gamma >= 0.5, b - diff * (1 - gamma), out)
+    return np.where(index >= total - 1, v[top], out)

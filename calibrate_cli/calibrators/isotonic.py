@@ -27,12 +27,20 @@ from .base import FitData, FitInfo, ProbabilityCalibrator, nll_of, json_numbers,
 __all__ = ["IsotonicCalibration", "isotonic_fit"]
 
 
-def isotonic_fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def isotonic_fit(x: np.ndarray, y: np.ndarray, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The non-decreasing least-squares fit of ``y`` on ``x`` as breakpoints (xs, ys): xs strictly
-    increasing, only the two ends of each constant piece kept."""
+    increasing, only the two ends of each constant piece kept. ``weights``: sample weights, minimising
+    Σ_i w_i (g(x_i) − y_i)² (rows of weight 0 left out; whole numbers: repeated rows)."""
     from scipy.optimize import isotonic_regression
 
-    xs, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+    if weights is not None:
+        keep = weights > 0
+        x, y, weights = x[keep], y[keep], weights[keep]
+        xs, inverse = np.unique(x, return_inverse=True)
+        counts = np.bincount(inverse, weights=weights, minlength=xs.shape[0])
+        y = weights * y
+    else:
+        xs, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
     means = np.bincount(inverse, weights=y, minlength=xs.shape[0]) / counts
     fitted = isotonic_regression(means, weights=counts.astype(np.float64), increasing=True).x
     change = np.flatnonzero(np.diff(fitted) != 0)
@@ -45,6 +53,7 @@ class IsotonicCalibration(ProbabilityCalibrator):
 
     name = "isotonic"
     shift_invariant = True  # a map of softmax(z): the same for logits and log-probabilities
+    takes_weights = True  # weighted least squares (weighted PAV)
 
     def __init__(self, x=None, y=None):
         if (x is None) != (y is None):
@@ -58,13 +67,14 @@ class IsotonicCalibration(ProbabilityCalibrator):
         p = probabilities_of(data.logits)
         xs, ys = [], []
         for k in range(data.k):
-            x, y = isotonic_fit(p[:, k], (data.labels == k).astype(np.float64))
+            x, y = isotonic_fit(p[:, k], (data.labels == k).astype(np.float64), data.weights)
             xs.append(x)
             ys.append(y)
             if progress is not None:
                 progress(k + 1, data.k)
         self.x_, self.y_, self.k = xs, ys, data.k
-        return FitInfo(self.objectives[0], nll_of(self._proba(data.logits), data.labels), nll_of(p, data.labels), data.n, data.k,
+        return FitInfo(self.objectives[0], nll_of(self._proba(data.logits), data.labels, data.weights),
+                       nll_of(p, data.labels, data.weights), data.n, data.k,
                        {"breakpoints": [int(x.shape[0]) for x in xs]})
 
     @property

@@ -38,30 +38,41 @@ __all__ = ["DEFAULT_ODIR", "DirichletCalibration", "MatrixScaling", "odir_hessia
 DEFAULT_ODIR = 1e-2
 
 
-def odir_objective(x: np.ndarray, labels: np.ndarray, w: np.ndarray, b: np.ndarray, lam: float, mu: float):
-    """The ODIR-regularised mean NLL of softmax(x Wᵀ + b) and its gradient (dW, db), float64."""
+def odir_objective(x: np.ndarray, labels: np.ndarray, w: np.ndarray, b: np.ndarray, lam: float, mu: float,
+                   weights: np.ndarray | None = None):
+    """The ODIR-regularised mean NLL of softmax(x Wᵀ + b) and its gradient (dW, db), float64;
+    ``weights``: sample weights (the NLL's mean is then (1/W) Σ_i w_i NLL_i)."""
     n, k = x.shape
     logits = x @ w.T + b
     logq = log_softmax(logits)
     rows = np.arange(n)
     off = w - np.diag(np.diag(w))
     pairs = k * (k - 1)
-    value = -float(np.mean(logq[rows, labels])) + lam / pairs * float(np.sum(off * off)) + mu / k * float(b @ b)
+    if weights is None:
+        data_term = -float(np.mean(logq[rows, labels]))
+    else:
+        share = weights / np.sum(weights)
+        data_term = -float(np.sum(share * logq[rows, labels]))
+    value = data_term + lam / pairs * float(np.sum(off * off)) + mu / k * float(b @ b)
     g = np.exp(logq)
     g[rows, labels] -= 1.0
-    g /= n
+    if weights is None:
+        g /= n
+    else:
+        g *= share[:, None]
     dw = g.T @ x + 2.0 * lam / pairs * off
     db = g.sum(axis=0) + 2.0 * mu / k * b
     return value, dw, db
 
 
-def odir_hessian(x: np.ndarray, labels: np.ndarray, w: np.ndarray, b: np.ndarray, lam: float, mu: float) -> np.ndarray:
+def odir_hessian(x: np.ndarray, labels: np.ndarray, w: np.ndarray, b: np.ndarray, lam: float, mu: float,
+                 weights: np.ndarray | None = None) -> np.ndarray:
     """The Hessian of :func:`odir_objective` in the parameters θ = (W row by row, b), float64,
     (K² + K) × (K² + K); accumulated over row chunks (the labels do not enter it)::
 
         ∂²L/∂Θ_ja ∂Θ_lc = (1/N) Σ_i (q_ij δ_jl − q_ij q_il) x̃_ia x̃_ic  (+ the ODIR diagonal)
 
-    with Θ = [W | b] (K × (K + 1)) and x̃_i = (x_i, 1).
+    with Θ = [W | b] (K × (K + 1)) and x̃_i = (x_i, 1); with ``weights``, (1/W) Σ_i w_i (…).
     """
     n, k = x.shape
     a = k + 1
@@ -73,10 +84,16 @@ def odir_hessian(x: np.ndarray, labels: np.ndarray, w: np.ndarray, b: np.ndarray
         q = np.exp(log_softmax(xc @ w.T + b))
         xt = np.concatenate([xc, np.ones((xc.shape[0], 1))], axis=1)
         g = (q[:, :, None] * xt[:, None, :]).reshape(xc.shape[0], p)
+        if weights is not None:  # the rows' weights on the left of each product
+            wc = weights[start:start + step][:, None]
+            h -= (g * wc).T @ g
+            for j in range(k):
+                h[j * a:(j + 1) * a, j * a:(j + 1) * a] += (xt * (q[:, j:j + 1] * wc)).T @ xt
+            continue
         h -= g.T @ g
         for j in range(k):
             h[j * a:(j + 1) * a, j * a:(j + 1) * a] += (xt * q[:, j:j + 1]).T @ xt
-    h /= n
+    h /= n if weights is None else float(np.sum(weights))
     order = np.concatenate([(np.arange(k)[:, None] * a + np.arange(k)[None, :]).ravel(), np.arange(k) * a + k])
     h = h[np.ix_(order, order)]
     h[np.diag_indices(p)] += np.concatenate(
@@ -92,6 +109,7 @@ class MatrixScaling(Calibrator):
     searches = {}  # fitted by `calib fit --method matrix`
     title = "matrix scaling (ODIR)"
     clips_zeros = True  # probabilities of exactly 0 (or 1) become ε (1 − ε): log p must be finite
+    takes_weights = True  # the weighted mean NLL (the ODIR penalty unchanged)
 
     def __init__(self, w=None, b=None, *, odir_lambda: float = DEFAULT_ODIR, odir_mu: float | None = None):
         if (w is None) != (b is None):
@@ -124,7 +142,8 @@ class MatrixScaling(Calibrator):
             calls[0] += 1
             if progress is not None:
                 progress(calls[0], None)
-            value, dw, db = odir_objective(x, labels, theta[: k * k].reshape(k, k), theta[k * k:], self.odir_lambda, self.odir_mu)
+            value, dw, db = odir_objective(x, labels, theta[: k * k].reshape(k, k), theta[k * k:], self.odir_lambda,
+                                           self.odir_mu, data.weights)
             return value, np.concatenate([dw.ravel(), db])
 
         theta0 = np.concatenate([np.eye(k).ravel(), np.zeros(k)])
@@ -133,7 +152,8 @@ class MatrixScaling(Calibrator):
             at_identity = fun(theta0)[0]
             if newton:
                 def hess(theta):
-                    return odir_hessian(x, labels, theta[: k * k].reshape(k, k), theta[k * k:], self.odir_lambda, self.odir_mu)
+                    return odir_hessian(x, labels, theta[: k * k].reshape(k, k), theta[k * k:], self.odir_lambda,
+                                        self.odir_mu, data.weights)
 
                 result = minimize(fun, theta0, jac=True, hess=hess, method="trust-exact",
                                   options={"maxiter": 500, "gtol": 1e-9})

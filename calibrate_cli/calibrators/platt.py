@@ -38,7 +38,7 @@ def _fit_platt(data: FitData, progress) -> tuple[dict, list[str]]:
     sign = 2.0 * y - 1.0  # NLL_i = −log σ(sign_i · m_i), m = a s + b
 
     def nll(theta) -> float:
-        return float(np.mean(-_log_sigmoid(sign * (theta[0] * s + theta[1]))))
+        return float(data.mean(-_log_sigmoid(sign * (theta[0] * s + theta[1]))))
 
     theta = np.array([1.0, 0.0])
     value = nll(theta)
@@ -48,8 +48,9 @@ def _fit_platt(data: FitData, progress) -> tuple[dict, list[str]]:
             progress(iteration, None)
         q = 0.5 * (1.0 + np.tanh(0.5 * (theta[0] * s + theta[1])))  # σ(m), stable
         r, w = q - y, q * (1.0 - q)
-        grad = np.array([np.mean(r * s), np.mean(r)])
-        hess = np.array([[np.mean(w * s * s), np.mean(w * s)], [np.mean(w * s), np.mean(w)]])
+        mean = data.mean  # np.mean, or the weighted mean with sample weights
+        grad = np.array([mean(r * s), mean(r)])
+        hess = np.array([[mean(w * s * s), mean(w * s)], [mean(w * s), mean(w)]])
         try:
             step = np.linalg.solve(hess, -grad)
         except np.linalg.LinAlgError:
@@ -82,7 +83,7 @@ def _fit_platt(data: FitData, progress) -> tuple[dict, list[str]]:
 def _platt_nll(data: FitData, a: float, b: float) -> float:
     z = np.asarray(data.logits, dtype=np.float64)
     s, sign = z[:, 1] - z[:, 0], 2.0 * data.labels - 1.0
-    return float(np.mean(-_log_sigmoid(sign * (a * s + b))))
+    return float(data.mean(-_log_sigmoid(sign * (a * s + b))))
 
 
 class PlattScaling(Calibrator):
@@ -95,6 +96,7 @@ class PlattScaling(Calibrator):
     name = "platt"
     shift_invariant = True  # s = z₁ − z₀: the same for logits and log-probabilities
     clips_zeros = True  # probabilities of exactly 0 (or 1) become ε (1 − ε): log p must be finite
+    takes_weights = True  # the weighted mean NLL
     searches = {"platt": Search("binary Platt scaling (a·s + b)", "Platt scaling")}
 
     def __init__(self, a: float | None = None, b: float | None = None):

@@ -65,7 +65,7 @@ def calibrator_for_search(search: str, **options) -> Calibrator:
 
 
 def fit(method: str, scores, labels, *, input_kind="logits", progress=None, scores_name="scores",
-        labels_name="labels", **options) -> Calibrator:
+        labels_name="labels", weights=None, **options) -> Calibrator:
     """Fit calibration method ``method`` ("temperature", "platt", "vector") on validation
     ``scores``/``labels``; ``options`` go to the method (e.g. ``search="nll"`` for a temperature).
 
@@ -75,7 +75,8 @@ def fit(method: str, scores, labels, *, input_kind="logits", progress=None, scor
     5.77078
     """
     return _method(method)(**options).fit(
-        scores, labels, input_kind=input_kind, progress=progress, scores_name=scores_name, labels_name=labels_name
+        scores, labels, input_kind=input_kind, progress=progress, scores_name=scores_name, labels_name=labels_name,
+        weights=weights,
     )
 
 

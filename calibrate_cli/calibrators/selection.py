@@ -96,12 +96,14 @@ def cross_validate(
     scores_name: str = "scores",
     options: dict | None = None,
     progress=None,
+    weights=None,
 ) -> CrossValidated:
     """The cross-validated ``metric`` of ``method`` on the fitting set (``scores``, ``labels``, or
     validated :class:`~calibrate_cli.data.predictions.Predictions` with ``labels`` None), over ``folds``
     (:func:`stratified_folds`); ``options`` go to the method, ``n_bins`` and ``compat`` to the metric.
     A fold whose fit or map fails gives a :class:`CrossValidated` with its ``failure``, never a value.
-    ``progress(done, total)`` after each fold."""
+    ``progress(done, total)`` after each fold. ``weights``: sample weights, those of the other folds
+    in each fit and all of them in the metric of the out-of-fold predictions (docs/weights.md)."""
     from ..evaluate import evaluate
     from .registry import fit
 
@@ -113,6 +115,10 @@ def cross_validate(
         raise InputError(f"folds: expected one fold per sample ({predictions.n}), got shape {folds.shape}")
     n_folds = int(folds.max()) + 1
     kind = predictions.input_kind
+    if weights is not None:
+        from ..metrics.weighted import check_weights
+
+        weights = check_weights(weights, predictions.n)
     out, out_kind = None, None
     for f in range(n_folds):
         held = folds == f
@@ -121,7 +127,7 @@ def cross_validate(
             with warnings.catch_warnings():  # a fold's clipping is the whole set's, said once by its own fit
                 warnings.simplefilter("ignore", ProbabilitiesClipped)
                 cal = fit(method, predictions.scores[~held], predictions.labels[~held], input_kind=kind,
-                          scores_name=name, **(options or {}))
+                          scores_name=name, weights=None if weights is None else weights[~held], **(options or {}))
                 part = cal.apply(predictions.scores[held], kind, scores_name=name, validate=False)
         except CalibError as exc:
             return CrossValidated(method, metric, n_folds, None, f"fold {f + 1} of {n_folds}: {exc}")
@@ -133,7 +139,7 @@ def cross_validate(
             progress(f + 1, n_folds)
     try:
         report = evaluate(out, predictions.labels, input_kind=out_kind, n_bins=n_bins, compat=compat,
-                          scores_name=f"{scores_name} (out-of-fold {method})", metrics=[metric])
+                          scores_name=f"{scores_name} (out-of-fold {method})", metrics=[metric], weights=weights)
     except CalibError as exc:
         return CrossValidated(method, metric, n_folds, None, f"its out-of-fold predictions: {exc}")
     value = report.metrics.get(metric)

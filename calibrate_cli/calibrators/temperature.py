@@ -30,7 +30,7 @@ from decimal import Decimal, InvalidOperation
 
 import numpy as np
 
-from ..engine.binning import BinStats, uniform_edges
+from ..engine.binning import BinStats, assign_bins, uniform_edges
 from ..errors import Advice, InputError
 from ..engine import native
 from ..engine.kernels import default_engine as nll_engine  # the NLL pass: numpy or the C extension
@@ -39,7 +39,7 @@ from ..engine.devices import NumpyOps
 from ..engine.parallel import map_chunks
 from ..engine.rows import grid_rows, nll_newton_sums
 from ..data.predictions import InputKind, Predictions, check_nll_range, check_scaled_range, row_chunks
-from ..engine.summary import check_compat, device_ops
+from ..engine.summary import check_compat, device_ops, widened_rows
 from ..data.number_text import is_plain_float
 from .base import OBJECTIVES, Calibrator, FitData, FitInfo, Progress, Search, json_number
 
@@ -152,10 +152,19 @@ def parse_grid(text: str) -> tuple[str, str, str]:
 
 
 def _grid_chunk(z: np.ndarray, y: np.ndarray, temps: np.ndarray, objective: str, compat: str | None):
-    """Every temperature at once on one chunk of rows: (confidences, correct) or per-sample NLL, each
-    (rows, T), by the one definition of the grid pass (:func:`~calibrate_cli.engine.rows.grid_rows`)."""
-    return grid_rows(NumpyOps(), z, y, temps, nll=objective == "nll",
-                     work_dtype=np.float32 if compat else np.float64)
+    """Every temperature on one chunk of rows: (confidences, correct) or per-sample NLL, each (rows, T),
+    by the one definition of the grid pass (:func:`~calibrate_cli.engine.rows.grid_rows`). Where rows
+    × T × K exceeds ``_GRID_CHUNK_ELEMENTS`` (a large K), the temperatures go in groups: each (row, T)
+    is computed alone, so the values are the same and the temporaries stay within a chunk."""
+    nll, work = objective == "nll", np.float32 if compat else np.float64
+    group = max(1, _GRID_CHUNK_ELEMENTS // max(1, z.shape[0] * z.shape[1]))
+    if group >= temps.shape[0]:
+        return grid_rows(NumpyOps(), z, y, temps, nll=nll, work_dtype=work)
+    parts = [grid_rows(NumpyOps(), z, y, temps[a : a + group], nll=nll, work_dtype=work)
+             for a in range(0, temps.shape[0], group)]
+    if nll:
+        return np.concatenate(parts, axis=1)
+    return np.concatenate([p[0] for p in parts], axis=1), np.concatenate([p[1] for p in parts], axis=1)
 
 
 def _grid_objectives(data, temps, objective, n_bins, compat, progress, ops=None) -> np.ndarray:
@@ -166,6 +175,8 @@ def _grid_objectives(data, temps, objective, n_bins, compat, progress, ops=None)
     AdaECE needs every confidence at a T (its equal-mass edges come from their sorted order), so the
     temperatures go in groups of at most ``_ADAECE_GRID_VALUES // N``, one pass over the data each.
     """
+    if data.weights is not None:
+        return _weighted_grid(data, temps, objective, n_bins, progress)
     n_t = temps.shape[0]
     group = n_t if objective != "adaece" else max(1, min(n_t, _ADAECE_GRID_VALUES // data.n))
     starts = range(0, n_t, group)
@@ -179,9 +190,76 @@ def _grid_objectives(data, temps, objective, n_bins, compat, progress, ops=None)
     return np.concatenate(values)
 
 
-def _kernel_rows(chunk: np.ndarray) -> np.ndarray:
-    """A chunk of logits as the compiled NLL pass takes it: C-contiguous float32 or float64 (other
-    dtypes, e.g. integer or float16 logits, widened to float64 as the numpy path widens them)."""
+def _weighted_grid(data, temps, objective, n_bins, progress) -> np.ndarray:
+    """:func:`_grid_objectives` with sample weights w (numpy, float64): at each T the weighted NLL
+    (1/W) Σ w_i NLL_i, ECE (1/W) Σ_b |Σ_{B_b} w_i (correct_i − conf_i)|, or AdaECE over the equal-mass
+    edges of the weighted samples (:func:`~calibrate_cli.metrics.weighted.weighted_ece`)."""
+    from ..metrics.weighted import weighted_ece
+
+    w, total, n_t, m = data.weights, data.total_weight, temps.shape[0], n_bins
+    if objective == "adaece":
+        values = np.empty(n_t)
+        group = max(1, min(n_t, _ADAECE_GRID_VALUES // data.n))
+        for start in range(0, n_t, group):
+            part = temps[start : start + group]
+            conf, correct = np.empty((part.shape[0], data.n)), np.empty((part.shape[0], data.n))
+            for rows in row_chunks(data.n, part.shape[0] * data.k, _GRID_CHUNK_ELEMENTS):
+                out = _grid_chunk(data.rows(rows), data.labels[rows], part, objective, None)
+                conf[:, rows], correct[:, rows] = out[0].T, out[1].T
+            values[start : start + part.shape[0]] = [weighted_ece(conf[j], correct[j], w, m, equal_mass=True)
+                                                     for j in range(part.shape[0])]
+            if progress is not None:
+                progress(min(n_t, start + group) * data.n, n_t * data.n)
+        return values
+    sums = np.zeros(n_t if objective == "nll" else n_t * m)
+    for rows in row_chunks(data.n, n_t * data.k, _GRID_CHUNK_ELEMENTS):
+        out = _grid_chunk(data.rows(rows), data.labels[rows], temps, objective, None)
+        wr = w[rows][:, None]
+        if objective == "nll":
+            sums += np.where(wr > 0, wr * out, 0.0).sum(axis=0)
+        else:
+            conf, correct = out
+            keys = assign_bins(conf, uniform_edges(m)) + (np.arange(n_t) * m)[None, :]
+            sums += np.bincount(keys.ravel(), weights=(wr * (correct - conf)).ravel(), minlength=n_t * m)
+        if progress is not None:
+            progress(rows.stop, data.n)
+    if objective == "nll":
+        return sums / total
+    return np.abs(sums.reshape(n_t, m)).sum(axis=1) / total
+
+
+def _weighted_nll_pass(data: FitData, beta: float) -> tuple[float, float, float]:
+    """:func:`_nll_pass` with sample weights: (1/W) Σ_i w_i [log Σ_k e^{β d_ik} − β d_iy], and the
+    same weighted means of E_p[d_i] − d_iy and Var_p[d_i] (numpy, float64, rows of weight 0 left out)."""
+    w, total_w = data.weights, data.total_weight
+    total = grad = var = 0.0
+    for rows in row_chunks(data.n, data.k):
+        z, wr = data.rows(rows), w[rows]
+        r = np.arange(z.shape[0])
+        d = z - z.max(axis=1, keepdims=True)
+        d_y = d[r, data.labels[rows]]
+        e = np.exp(d * beta)
+        s = e.sum(axis=1)
+        if data.has_zeros:
+            d = np.where(np.isneginf(d), 0.0, d)
+        ed = e * d
+        m1 = ed.sum(axis=1) / s
+        m2 = np.einsum("ij,ij->i", ed, d) / s
+        keep = wr > 0
+        total += float(np.sum(np.where(keep, wr * (np.log(s) - beta * d_y), 0.0)))
+        grad += float(np.sum(np.where(keep, wr * (m1 - d_y), 0.0)))
+        var += float(np.sum(np.where(keep, wr * (m2 - m1 * m1).clip(min=0.0), 0.0)))
+    return total / total_w, grad / total_w, var / total_w
+
+
+def _kernel_rows(logits, rows: slice) -> np.ndarray:
+    """Rows ``rows`` of the logits as the compiled NLL pass takes them: C-contiguous float32 or float64.
+    float16 and bfloat16 (a row reader) are widened exactly to float32 in this thread's reused buffer
+    (:func:`~calibrate_cli.engine.summary.widened_rows`; the pass computes in float64 from either);
+    other dtypes (integers) to float64, as the numpy path widens them."""
+    if hasattr(logits, "read_into") or logits.dtype == np.float16:
+        return widened_rows(logits, rows)
+    chunk = logits[rows]
     if chunk.dtype in native.ROW_DTYPES:
         return np.ascontiguousarray(chunk)
     return np.ascontiguousarray(chunk, dtype=np.float64)
@@ -249,8 +327,11 @@ def _nll_pass(data: FitData, beta: float, engine: str = "numpy") -> tuple[float,
 
     With d = z − max_k z (a row shift changes nothing), p = softmax(β d):
     NLL = (1/N) Σ_i [log Σ_k e^{β d_ik} − β d_iy],  NLL'(β) = (1/N) Σ_i (E_p[d_i] − d_iy),
-    NLL''(β) = (1/N) Σ_i Var_p[d_i] ≥ 0 (so NLL is convex in β).
+    NLL''(β) = (1/N) Σ_i Var_p[d_i] ≥ 0 (so NLL is convex in β). With sample weights:
+    :func:`_weighted_nll_pass`.
     """
+    if data.weights is not None:
+        return _weighted_nll_pass(data, beta)
 
     def one_chunk(rows: slice) -> tuple[float, float, float]:  # the one definition (engine/rows.py)
         return nll_newton_sums(NumpyOps(), data.rows(rows), data.labels[rows], beta, has_zeros=data.has_zeros)
@@ -265,7 +346,7 @@ def _nll_pass(data: FitData, beta: float, engine: str = "numpy") -> tuple[float,
         return total / data.n, grad / data.n, var / data.n
     if engine == "fused":
         def one_chunk(rows: slice) -> tuple[float, float, float]:  # noqa: F811 - the compiled pass
-            return native.nll_sums(_kernel_rows(data.logits[rows]), data.labels[rows], beta)
+            return native.nll_sums(_kernel_rows(data.logits, rows), data.labels[rows], beta)
 
     total = grad = var = 0.0
     for chunk_total, chunk_grad, chunk_var in map_chunks(one_chunk, row_chunks(data.n, data.k)):  # in chunk order
@@ -379,6 +460,7 @@ class TemperatureScaling(Calibrator):
     }
     objectives = OBJECTIVES  # the grid's; the exact search minimises the NLL only
     shift_invariant = True  # softmax((z + c) / T) = softmax(z / T)
+    takes_weights = True  # weighted NLL / ECE / AdaECE (numpy, on the CPU, without the compat mode)
 
     def __init__(
         self,
@@ -411,6 +493,12 @@ class TemperatureScaling(Calibrator):
 
     # -- fitting --------------------------------------------------------------------------------------
     def _fit(self, data: FitData, progress: Progress | None) -> FitInfo:
+        if data.weights is not None and self.compat:
+            raise InputError("sample weights: the compat mode reproduces the reference code, which has no weights",
+                             remedy="no-compat")
+        if data.weights is not None and self.device not in (None, "cpu", "auto"):
+            raise InputError(f"sample weights: the temperature fit runs with numpy on the CPU, not on {self.device}",
+                             remedy="cpu-device")
         # logits so large that a temperature overflows the sums or the dtype: refused, not NaN objectives
         t_min = NLL_TEMPERATURE_BOUNDS[0] if self.search == "nll" else float(self._temps.min())
         if self.objective == "nll":

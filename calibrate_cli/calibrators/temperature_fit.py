@@ -172,6 +172,8 @@ def fit_temperature(
     scores_name: str = "logits",
     labels_name: str = "labels",
     device: str | None = None,
+    weights=None,
+    weights_name: str = "weights",
 ) -> TemperatureFit:
     """Fit a temperature (or Platt / vector scaling) on a validation set (docs/temperature.md).
 
@@ -184,7 +186,8 @@ def fit_temperature(
     ``input_kind="probs"`` fits on log-probabilities. ``progress(done, total)`` is called after each
     chunk of rows (grid) or solver evaluation (total None). ``device`` ("cuda", "torch-cpu", "auto";
     None: the CPU) runs a temperature's passes (the grid by ECE or NLL, the exact NLL fit) with torch
-    there (:mod:`calibrate_cli.engine.torch_pass`), the same values to rounding.
+    there (:mod:`calibrate_cli.engine.torch_pass`), the same values to rounding. ``weights``: (N,) sample
+    weights (the weighted objective; whole numbers fit as repeated rows; docs/weights.md).
 
     >>> import numpy as np
     >>> fit = fit_temperature(np.array([[4.0, 0.0], [0.0, 4.0], [4.0, 0.0]]), [0, 1, 1], search="nll")
@@ -194,6 +197,7 @@ def fit_temperature(
     calibrator = calibrator_for_search(search, objective=objective, grid=grid, n_bins=n_bins, compat=compat,
                                        device=device)
     calibrator.fit(
-        logits, labels, input_kind=input_kind, progress=progress, scores_name=scores_name, labels_name=labels_name
+        logits, labels, input_kind=input_kind, progress=progress, scores_name=scores_name, labels_name=labels_name,
+        weights=weights, weights_name=weights_name,
     )
     return TemperatureFit.from_calibrator(calibrator, search, n_bins, check_compat(compat))

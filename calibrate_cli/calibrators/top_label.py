@@ -33,18 +33,35 @@ __all__ = ["DEFAULT_POINTS_PER_BIN", "TopLabelHistogramBinning", "equal_mass_bin
 DEFAULT_POINTS_PER_BIN = 50
 
 
-def equal_mass_binning(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> tuple[np.ndarray, np.ndarray]:
+def equal_mass_binning(conf: np.ndarray, correct: np.ndarray, n_bins: int,
+                       weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(inner edges, bin accuracies) of ``n_bins`` equal-mass bins of ``conf``: the sorted values cut as
-    ``numpy.array_split``, edges the groups' maxima (repeats merged), bins (e_{b−1}, e_b]."""
-    ordered = np.sort(conf)
-    sizes = np.full(n_bins, ordered.size // n_bins)
-    sizes[: ordered.size % n_bins] += 1
-    edges = np.unique(ordered[np.cumsum(sizes)[:-1] - 1])
-    if edges.size and edges[-1] >= ordered[-1]:  # the last group all tied with its edge: no last bin
+    ``numpy.array_split``, edges the groups' maxima (repeats merged), bins (e_{b−1}, e_b]. ``weights``
+    (whole numbers): those of the rows repeated by their weights (weighted counts, ranks of the repeats)."""
+    if weights is None:
+        ordered = np.sort(conf)
+        total, at = ordered.size, ordered.__getitem__
+        largest = ordered[-1]
+    else:
+        order = np.argsort(conf, kind="stable")
+        ordered, cum = conf[order], np.cumsum(weights[order])
+        total = int(round(float(cum[-1])))
+        top = int(np.flatnonzero(weights[order] > 0)[-1])
+        largest = ordered[top]
+
+        def at(ranks):  # the value at each rank of the repeated rows
+            return ordered[np.minimum(np.searchsorted(cum, ranks, side="right"), top)]
+    sizes = np.full(n_bins, total // n_bins)
+    sizes[: total % n_bins] += 1
+    edges = np.unique(at(np.cumsum(sizes)[:-1] - 1))
+    if edges.size and edges[-1] >= largest:  # the last group all tied with its edge: no last bin
         edges = edges[:-1]
     bins = np.searchsorted(edges, conf, side="left")
-    count = np.bincount(bins, minlength=edges.size + 1)
-    hits = np.bincount(bins, weights=correct.astype(np.float64), minlength=edges.size + 1)
+    w = np.ones(conf.shape[0]) if weights is None else weights
+    count = np.bincount(bins, minlength=edges.size + 1) if weights is None else np.bincount(
+        bins, weights=w, minlength=edges.size + 1)
+    hits = np.bincount(bins, weights=correct.astype(np.float64) * (1.0 if weights is None else w),
+                       minlength=edges.size + 1)
     return edges, hits / count  # every bin holds its edge's sample: no count is 0
 
 
@@ -69,6 +86,7 @@ class TopLabelHistogramBinning(ProbabilityCalibrator):
 
     name = "top_label"
     shift_invariant = True  # a map of softmax(z): the same for logits and log-probabilities
+    takes_weights = True  # whole-number weights: the repeated rows' bins
 
     def __init__(self, shared=None, classes=None, *, points_per_bin: int = DEFAULT_POINTS_PER_BIN):
         if isinstance(points_per_bin, bool) or not isinstance(points_per_bin, (int, np.integer)) or points_per_bin < 1:
@@ -82,25 +100,31 @@ class TopLabelHistogramBinning(ProbabilityCalibrator):
             self.k = len(classes)
 
     def _fit(self, data: FitData, progress) -> FitInfo:
-        if data.n < self.points_per_bin:
+        w = data.weights
+        if w is not None and not np.all(w == np.round(w)):
+            raise InputError(f"{data.scores_name}: top-label binning takes whole-number sample weights only (its "
+                             "bins are groups of points of the repeated rows)")
+        n = data.n if w is None else int(round(data.total_weight))  # the points: Σw with weights
+        if n < self.points_per_bin:
             raise InputError(
                 f"{data.scores_name}: top-label binning with {self.points_per_bin} points per bin needs at least "
-                f"{self.points_per_bin} fitting samples, got {data.n}; use fewer points per bin"
+                f"{self.points_per_bin} fitting samples, got {n}; use fewer points per bin"
             )
         p = probabilities_of(data.logits)
         pred = np.argmax(p, axis=1)
         conf = p[np.arange(data.n), pred]
         correct = pred == data.labels
-        shared = equal_mass_binning(conf, correct, data.n // self.points_per_bin)
+        shared = equal_mass_binning(conf, correct, n // self.points_per_bin, w)
         classes, fallback = [], []
         for c in range(data.k):
             mine = pred == c
-            n_bins = int(np.count_nonzero(mine)) // self.points_per_bin
+            points = int(np.count_nonzero(mine)) if w is None else int(round(float(np.sum(w[mine]))))
+            n_bins = points // self.points_per_bin
             if n_bins == 0:
                 classes.append((np.zeros(0), np.zeros(0)))
                 fallback.append(c)
             else:
-                classes.append(equal_mass_binning(conf[mine], correct[mine], n_bins))
+                classes.append(equal_mass_binning(conf[mine], correct[mine], n_bins, None if w is None else w[mine]))
             if progress is not None:
                 progress(c + 1, data.k)
         self.shared_, self.classes_, self.k = shared, classes, data.k
@@ -110,7 +134,8 @@ class TopLabelHistogramBinning(ProbabilityCalibrator):
                         f"samples use the shared top-label binning (classes {_ranges(fallback)})",)
         solver = {"points_per_bin": self.points_per_bin, "shared_bins": int(shared[1].size),
                   "bins": [int(values.size) for _, values in classes], "shared_classes": fallback}
-        return FitInfo(self.objectives[0], nll_of(self._proba(data.logits), data.labels), nll_of(p, data.labels),
+        return FitInfo(self.objectives[0], nll_of(self._proba(data.logits), data.labels, data.weights),
+                       nll_of(p, data.labels, data.weights),
                        data.n, data.k, solver, warnings=warnings)
 
     @property

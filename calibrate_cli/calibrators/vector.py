@@ -34,11 +34,23 @@ def _vector_pass(data: FitData, w: np.ndarray, b: np.ndarray, with_grad: bool = 
         r = np.arange(z.shape[0])
         y = data.labels[rows]
         p, x, log_norm = softmax_and_log_normalizer(z * w + b)
+        if data.weights is not None:  # sample weights: each row's terms times w_i, means over W = Σw
+            wr = data.weights[rows]
+            total += float(np.sum(wr * (log_norm - x[r, y])))
+            if with_grad:
+                p[r, y] -= 1.0
+                p *= wr[:, None]
+                gw += np.einsum("ij,ij->j", p, z)
+                gb += p.sum(axis=0)
+            continue
         total += float(np.sum(log_norm - x[r, y]))
         if with_grad:
             p[r, y] -= 1.0  # p − onehot(y)
             gw += np.einsum("ij,ij->j", p, z)
             gb += p.sum(axis=0)
+    if data.weights is not None:
+        n = data.total_weight
+        return total / n, gw / n, gb / n
     return total / data.n, gw / data.n, gb / data.n
 
 
@@ -53,8 +65,12 @@ def _vector_hessian(data: FitData, w: np.ndarray, b: np.ndarray) -> np.ndarray:
         f = np.concatenate([z, np.ones_like(z)], axis=1)
         qc = np.concatenate([q, q], axis=1)
         g = f * qc
+        if data.weights is not None:  # Σ_i w_i (…): the weighted rows on the left of each product
+            gw = g * data.weights[rows][:, None]
+            h += np.where(same, gw.T @ f, 0.0) - gw.T @ g
+            continue
         h += np.where(same, g.T @ f, 0.0) - g.T @ g
-    return h / data.n
+    return h / (data.n if data.weights is None else data.total_weight)
 
 
 def _fit_vector(data: FitData, progress) -> tuple[dict, list[str]]:
@@ -99,6 +115,7 @@ class VectorScaling(Calibrator):
     name = "vector"
     searches = {"vector": Search("per-class scale and bias", "vector scaling")}
     clips_zeros = True  # probabilities of exactly 0 (or 1) become ε (1 − ε): log p must be finite
+    takes_weights = True  # the weighted mean NLL
 
     def __init__(self, w=None, b=None):
         if (w is None) != (b is None):

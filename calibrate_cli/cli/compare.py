@@ -20,6 +20,9 @@ from .options import (
     load_inputs,
     output_options,
     probs_option,
+    read_weights,
+    weights_label,
+    weights_option,
 )
 
 PROGRESS_MIN_WORK = 10_000_000
@@ -94,9 +97,11 @@ def comparison_report(fmt: str, comparison, *, title: str | None = None):
 @csv_options
 @labels_option()
 @bootstrap_options(DEFAULT_N_RESAMPLES)
+@weights_option
 @output_options
 def compare_command(
-    a_scores, a_labels, b_scores, b_labels, input_kind, n_bins, compat, label_col, n_resamples, ci_level, ci_method, seed, device, bootstrap_metrics, fmt, output, force
+    a_scores, a_labels, b_scores, b_labels, input_kind, n_bins, compat, label_col, n_resamples, ci_level, ci_method, seed, device, bootstrap_metrics, fmt, output, force,
+    weights=None,
 ):
     """Compare two models on the same samples: B − A for every metric, with paired intervals.
 
@@ -113,6 +118,7 @@ def compare_command(
       calib compare val_logits.npy y.npy val_logits_T.npy y.npy --ci-method percentile
       calib compare a.npy y.npy b.npy y.npy --bootstrap 10000 --device cuda
       calib compare a.csv b.csv --labels label --probs     # labels: a column of each file
+      calib compare a.npy y.npy b.npy y.npy --weights w.npy   # the shared samples' weights
     """
     from ..bootstrap import compare
     from ..engine.devices import resolve_device
@@ -130,6 +136,11 @@ def compare_command(
     (a_scores, a_labels), (b_scores, b_labels) = pairs
     a, ya, a_labels_name = load_inputs(a_scores, a_labels, label_col)
     b, yb, b_labels_name = load_inputs(b_scores, b_labels, label_col)
+    weight_array, weights_name = read_weights(weights, a_scores)
+    if weight_array is not None:  # checked here so that the message names the file
+        from ..metrics.weighted import check_weights
+
+        weight_array = check_weights(weight_array, len(ya), name=weights_name)
     n = len(ya)
     with render.progress_bar("paired bootstrap", enabled=2 * n_resamples * n > PROGRESS_MIN_WORK) as progress:
         comparison = compare(
@@ -149,12 +160,15 @@ def compare_command(
             names=(a_scores, b_scores),
             label_names=(a_labels_name, b_labels_name),
             device=device,
+            weights=weight_array,
         )
     boot = None
     if n_resamples:
         boot = {"n_resamples": n_resamples, "level": ci_level, "method": ci_method, "seed": seed}
         boot["device"] = resolve_device(device)
     paths = {"a_scores": a_scores, "a_labels": a_labels_name, "b_scores": b_scores, "b_labels": b_labels_name}
+    if weights is not None:
+        paths["weights"] = weights_label(weights, a_scores)
     payload = compare_payload(comparison, paths, input_kind, boot)
     render.warn(payload["warnings"])
     if fmt == "json":
@@ -163,6 +177,8 @@ def compare_command(
         title = None
         if fmt == "table":
             title = f"B − A: A = {a_scores}, B = {b_scores}; N = {comparison.n}, K = {comparison.k}, {n_bins} bins"
+            if weights is not None:
+                title += f", weights {paths['weights']}"
             if boot:
                 from ..bootstrap.intervals import method_label
 

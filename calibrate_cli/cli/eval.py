@@ -39,6 +39,9 @@ from .options import (
     read_inputs,
     scores_and_labels,
     shard_inputs,
+    read_weights,
+    weights_label,
+    weights_option,
 )
 
 #: show a progress bar when B × N exceeds this (about a second of work)
@@ -58,15 +61,18 @@ def columns_text(columns) -> str:
 
 
 def eval_payload(report, results, scores: str, labels: str, gate_on: str = "point", score_columns=None,
-                 calibration: dict | None = None) -> dict:
+                 calibration: dict | None = None, weights: str | None = None) -> dict:
     """The JSON document of ``calib eval`` (keys documented in docs/json-schema.md and docs/bootstrap.md):
     the report's, with the gates, the CLI's --gate-on and the intervals' warnings added.
     ``score_columns``: the columns of a CSV or table file the scores were read from (inputs'
     ``score_columns``: names, or 0-based indices in a CSV file without a header). ``calibration``:
-    what --temperature/--calibrator applied (:func:`~.options.calibration_record`), None without one."""
+    what --temperature/--calibrator applied (:func:`~.options.calibration_record`), None without one.
+    ``weights``: where --weights came from (inputs' ``weights``), None without them."""
     inputs = {"scores": scores, "labels": labels, "input_kind": report.input_kind}
     if score_columns is not None:
         inputs = {"scores": scores, "score_columns": list(score_columns), **inputs}
+    if weights is not None:
+        inputs["weights"] = weights
     body = report.to_dict()
     body["gates"] = [r.to_dict() for r in results]
     if report.bootstrap is not None:
@@ -114,6 +120,8 @@ def render_report(
     inputs = payload["inputs"]
     title = f"{inputs['scores']}{columns_text(inputs.get('score_columns'))}: N = {report.n}, K = {report.k}, "
     title += f"{report.n_bins} bins"
+    if report.total_weight is not None:
+        title += f", weights summing to {report.total_weight:g}"
     if report.compat:
         title += f", compat {report.compat}"
     if calibration:
@@ -135,6 +143,7 @@ def render_report(
 
 @click.command("eval")
 @scores_and_labels
+@weights_option
 @binning_options
 @output_options
 @gate_options
@@ -203,6 +212,7 @@ def eval_command(
     selective=False,
     risk_coverage_path=None,
     conformal_path=None,
+    weights=None,
 ):
     """Report every calibration metric of a model's saved outputs.
 
@@ -246,6 +256,7 @@ def eval_command(
       calib eval logits.npy labels.npy --format csv --bins -o bins.csv   # the per-bin table
       calib eval logits.npy labels.npy --bootstrap 1000 --ci-level 0.95
       calib eval logits.npy labels.npy --metrics ace          # also ACE (Nixon et al. 2019)
+      calib eval logits.npy labels.npy --weights w.npy         # sample weights (w_i counts as w_i rows)
       calib eval logits.npy labels.npy --decompose             # Brier/log score = MCB − DSC + UNC (CORP)
       calib eval logits.npy labels.npy --bin-intervals 0.95    # Clopper–Pearson interval per bin
       calib eval logits.npy labels.npy --calibration-test 1000 --fail-p-below 0.05   # exit 1 if miscalibrated
@@ -279,6 +290,10 @@ def eval_command(
                       bins_csv=bins_csv)
     conformal_fit = check_selective(selective, risk_coverage_path, conformal_path, fmt=fmt, sharded=sharded is not None,
                                     calibrator=calibrator, force=force)
+    if weights is not None:
+        _check_weights_use(sharded=sharded is not None, decompose=decompose, bin_intervals=bin_intervals,
+                           calibration_test=calibration_test, selective=selective,
+                           risk_coverage_path=risk_coverage_path, conformal_path=conformal_path)
     if sharded is not None and _optional_metrics(extra_metrics):
         raise click.UsageError(
             f"{', '.join(_optional_metrics(extra_metrics))} sorts every class's probabilities over all the samples, "
@@ -295,7 +310,7 @@ def eval_command(
         report, labels_name, score_columns = _eval_file(
             scores, labels, label_col, calibrator=calibrator, input_kind=input_kind, n_bins=n_bins, compat=compat,
             n_resamples=n_resamples, ci_level=ci_level, ci_method=ci_method, seed=seed, device=device,
-            bootstrap_metrics=bootstrap_metrics, extra_metrics=extra_metrics,
+            bootstrap_metrics=bootstrap_metrics, extra_metrics=extra_metrics, weights=weights,
         )
     diagnostics = compute_diagnostics(
         report, decompose=decompose, calibration_test=calibration_test, fail_p_below=fail_p_below,
@@ -307,7 +322,7 @@ def eval_command(
     if risk_coverage_path:
         draw_risk_coverage(extras, risk_coverage_path, label=scores, force=force)
     _finish(report, scores, labels_name, gates, gate_on, plot_path, force, fmt, output, bins_csv, score_columns,
-            calibration_record(calibrator), diagnostics, extras)
+            calibration_record(calibrator), diagnostics, extras, weights_label(weights, scores))
 
 
 def _optional_metrics(extra) -> list[str]:
@@ -317,16 +332,31 @@ def _optional_metrics(extra) -> list[str]:
     return [spec.name for spec in METRICS if not spec.by_default and (extra == "all" or spec.name in (extra or ()))]
 
 
+def _check_weights_use(*, sharded, decompose, bin_intervals, calibration_test, selective, risk_coverage_path,
+                       conformal_path) -> None:
+    """--weights with what takes no sample weights: a usage error naming it (never silently unweighted)."""
+    if sharded:
+        raise click.UsageError("--weights takes one SCORES file, not shards: concatenate them, or drop --weights")
+    unweighted = [flag for flag, on in (("--decompose", decompose), ("--bin-intervals", bin_intervals is not None),
+                                        ("--calibration-test", calibration_test is not None),
+                                        ("--selective", selective), ("--risk-coverage", risk_coverage_path),
+                                        ("--conformal", conformal_path)) if on]
+    if unweighted:
+        raise click.UsageError(f"{', '.join(unweighted)} take(s) no sample weights: drop it or --weights")
+
+
 def _eval_file(scores, labels, label_col, *, calibrator, input_kind, n_bins, compat, n_resamples, ci_level, ci_method,
-               seed, device, bootstrap_metrics=None, extra_metrics=None):
-    """One SCORES file (and LABELS): load, calibrate, evaluate."""
-    if calibrator is None and not n_resamples and not _optional_metrics(extra_metrics) and device in (None, "cpu"):
+               seed, device, bootstrap_metrics=None, extra_metrics=None, weights=None):
+    """One SCORES file (and LABELS): load, calibrate, evaluate (``weights``: the --weights text, or None)."""
+    if (calibrator is None and not n_resamples and not _optional_metrics(extra_metrics) and device in (None, "cpu")
+            and weights is None):
         streamed = _streamed(scores, label_col, input_kind=input_kind, n_bins=n_bins, compat=compat, device=device,
                              extra_metrics=extra_metrics) if labels is None and label_col is not None else None
         if streamed is not None:
             return streamed[0], f"{scores}[{label_col}]", streamed[1]
     found, label_array, labels_name = read_inputs(scores, labels, label_col)
     score_array = found.scores
+    weight_array, weights_name = read_weights(weights, scores, found.score_columns)
     if calibrator is not None:
         input_kind = resolve_input_kind(score_array, input_kind, scores)  # before the map hides what they are
         score_array = calibrator.apply(score_array, input_kind, scores_name=scores)
@@ -350,6 +380,8 @@ def _eval_file(scores, labels, label_col, *, calibrator, input_kind, n_bins, com
             progress=progress,
             bootstrap_metrics=bootstrap_metrics,
             metrics=extra_metrics,
+            weights=weight_array,
+            weights_name=weights_name or "weights",
         )
     return report, labels_name, found.score_columns
 
@@ -470,7 +502,7 @@ def _silence_dask_for_the_rest_of_the_process() -> None:
 
 
 def _finish(report, scores, labels_name, gates, gate_on, plot_path, force, fmt, output, bins_csv, score_columns=None,
-            calibration=None, diagnostics=None, extras=None):
+            calibration=None, diagnostics=None, extras=None, weights=None):
     """Gates, the figure, the report and the exit code (``calibration``: :func:`~.options.calibration_record`)."""
     intervals = report.intervals or None
     results = check_gates(report.metrics, gates, gated_on=gate_on, intervals=intervals)
@@ -484,7 +516,7 @@ def _finish(report, scores, labels_name, gates, gate_on, plot_path, force, fmt, 
         figure = eval_figure(report, label=escape_mathtext(label), interval=interval)
         written = save_figure(figure, plot_path, force=force)
         render.stderr_console().print(f"Wrote {written}", soft_wrap=True, markup=False)
-    payload = eval_payload(report, results, scores, labels_name, gate_on, score_columns, calibration)
+    payload = eval_payload(report, results, scores, labels_name, gate_on, score_columns, calibration, weights)
     if diagnostics is not None:  # --decompose, --bin-intervals, --calibration-test (cli/diagnostics.py)
         payload.update(diagnostics.payload())
     if extras is not None:  # --selective, --conformal (cli/selective.py)

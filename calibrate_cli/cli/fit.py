@@ -29,8 +29,10 @@ from .options import (
     labels_option,
     output_options,
     probs_option,
+    read_weights,
     test_pair,
     test_set_option,
+    weights_option,
 )
 from .prepost import before_after, load_fit_and_test, prepost_report
 
@@ -52,9 +54,9 @@ def _options_for(method: str, n_bins: int) -> dict:
     return {"n_bins": n_bins} if "n_bins" in parameters else {}
 
 
-def _fit_one(method, val_predictions, input_kind, n_bins, val_scores, val_labels, progress=None):
+def _fit_one(method, val_predictions, input_kind, n_bins, val_scores, val_labels, progress=None, weights=None):
     return fit_method(method, val_predictions, None, input_kind=input_kind, progress=progress, scores_name=val_scores,
-                      labels_name=val_labels, **_options_for(method, n_bins))
+                      labels_name=val_labels, weights=weights, **_options_for(method, n_bins))
 
 
 def _header(name: str, fmt: str) -> str:
@@ -104,11 +106,13 @@ def _best(values: dict[str, float | None], metric: str) -> set[str]:
 @binning_options
 @csv_options
 @labels_option()
+@weights_option
 @probs_option("Scores are probabilities (fitted through log p).")
 @bootstrap_options()
 @output_options(output_help="Write the report to FILE ('-': stdout; f.json: reusable as `calib eval --calibrator f.json`).")
 def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_folds, n_bins, compat, label_col,
-                input_kind, n_resamples, ci_level, ci_method, seed, device, bootstrap_metrics, fmt, output, force):
+                input_kind, n_resamples, ci_level, ci_method, seed, device, bootstrap_metrics, fmt, output, force,
+                weights=None):
     """Fit a calibrator on a validation set and report the metrics before and after.
 
     VAL_SCORES / VAL_LABELS: the fitting (validation) set, files as in `calib eval`. --method picks
@@ -141,6 +145,7 @@ def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_fo
       calib fit val.npy val_y.npy --method all --test test.npy test_y.npy --folds 10 --seed 1
       calib plot test.npy test_y.npy --calibrator best.json -o before_after.png
       calib fit val.parquet --labels label --test test.parquet --method all   # labels: a column of each file
+      calib fit val.npy val_y.npy --method isotonic --weights val_w.npy   # weighted fit (and fitting-set metrics)
     """
     check_device_use(device, n_resamples)
     check_resamples(n_resamples, ci_level, device)
@@ -149,19 +154,24 @@ def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_fo
     test = test_pair(test, label_col)
     val_array, val_predictions, test_loaded = load_fit_and_test(val_scores, val_labels, test, input_kind, label_col)
     val_labels = labels_name(val_scores, val_labels, label_col)  # as the report names them
+    weight_array, weights_name = read_weights(weights, val_scores)
     bootstrap = dict(bootstrap=n_resamples, ci_level=ci_level, ci_method=ci_method, seed=seed, device=device,
                      bootstrap_metrics=bootstrap_metrics) if n_resamples else {}
+    weighted = {} if weights is None else dict(weights=weight_array, weights_name=weights_name)
     inputs = {"fit": {"scores": val_scores, "labels": val_labels, "n": val_predictions.n, "k": val_predictions.k}}
+    if weights is not None:
+        inputs["fit"]["weights"] = weights_name
     if test_loaded:
         inputs["test"] = {"scores": test[0], "labels": labels_name(*test, label_col), "n": test_loaded[1].n,
                           "k": test_loaded[1].k}
 
     if method != "all":
         with render.progress_bar(f"{method} fit") as progress:
-            cal = _fit_one(method, val_predictions, input_kind, n_bins, val_scores, val_labels, progress)
+            cal = _fit_one(method, val_predictions, input_kind, n_bins, val_scores, val_labels, progress,
+                           weights=weight_array)
         warnings = [cli_text(w) for w in cal.fit_info_.warnings]
         sets = {"fit": before_after(cal, val_array, val_predictions, input_kind, n_bins, compat, val_scores,
-                                     keep_scores=False, **bootstrap)[:2]}
+                                     keep_scores=False, **bootstrap, **weighted)[:2]}
         if test_loaded:
             sets["test"] = before_after(cal, *test_loaded, input_kind, n_bins, compat, test[0], keep_scores=False,
                                          **bootstrap)[:2]
@@ -194,6 +204,7 @@ def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_fo
     which = "test" if test_loaded else "fit"
     target = test_loaded if test_loaded else (val_array, val_predictions)
     target_name = test[0] if test_loaded else val_scores
+    target_weights = {} if test_loaded else weighted  # the weights are the fitting set's
     folds = stratified_folds(val_predictions.labels, n_folds, seed)
     if bootstrap and bootstrap_metrics is None:  # intervals for the columns shown, and for them only
         bootstrap["bootstrap_metrics"] = list(columns)
@@ -205,7 +216,7 @@ def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_fo
             if progress is not None:
                 progress(i * (n_folds + 1), steps)
             try:
-                cal = _fit_one(name, val_predictions, kind, n_bins, val_scores, val_labels)
+                cal = _fit_one(name, val_predictions, kind, n_bins, val_scores, val_labels, weights=weight_array)
             except FitError as exc:  # degenerate or non-finite: refused, never shown as a result
                 failed[name] = exc.message
                 continue
@@ -213,7 +224,7 @@ def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_fo
                 skipped[name] = exc.message  # (its remedy names `calib temperature` flags)
                 continue
             cv = cross_validate(name, val_predictions, None, metric=select, folds=folds, n_bins=n_bins, compat=compat,
-                                scores_name=val_scores, options=_options_for(name, n_bins),
+                                scores_name=val_scores, options=_options_for(name, n_bins), weights=weight_array,
                                 progress=None if progress is None else
                                 lambda done, _, start=i * (n_folds + 1) + 1: progress(start + done, steps))
             if cv.failure is not None:
@@ -221,7 +232,7 @@ def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_fo
                 continue
             try:
                 before, after, _ = before_after(cal, *target, kind, n_bins, compat, target_name, metrics=columns,
-                                                 keep_scores=False, **bootstrap)
+                                                 keep_scores=False, **bootstrap, **target_weights)
             except CalibError as exc:  # its calibrated scores of the reported set are not valid scores
                 failed[name] = f"on {target_name}: {exc.message}"
                 continue
@@ -230,10 +241,10 @@ def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_fo
             warnings += [f"{name}: {cli_text(w)}" for w in cal.fit_info_.warnings]
     if before is None:  # nothing fitted: the uncalibrated row alone
         before = before_after(CALIBRATORS["temperature"].identity(), *target, kind, n_bins, compat, target_name, metrics=columns,
-                               keep_scores=False, **bootstrap)[0]
+                               keep_scores=False, **bootstrap, **target_weights)[0]
     baseline = before  # the uncalibrated model on the same set (identical for every method)
     # the uncalibrated model's value on the whole fitting set: nothing was fitted, so it is out-of-sample too
-    uncalibrated_cv = _metric_on_fit_set(val_predictions, select, n_bins, compat)
+    uncalibrated_cv = _metric_on_fit_set(val_predictions, select, n_bins, compat, weight_array)
     rows_reports = {"uncalibrated": baseline, **{name: after for name, (_, after) in results.items()}}
     best = {m: _best({n: r.metrics.get(m) for n, r in rows_reports.items()}, m) for m in columns}
     selected = choose(cv_values, select)
@@ -299,9 +310,10 @@ def fit_command(val_scores, val_labels, method, test, metrics_text, select, n_fo
     render.write_report(rendered, output, force)  # with -o: to FILE only, as every command
 
 
-def _metric_on_fit_set(predictions, metric, n_bins, compat) -> float | None:
-    """``metric`` of the uncalibrated scores of the fitting set (None where undefined)."""
-    value = evaluate(predictions, None, n_bins=n_bins, compat=compat, metrics=[metric]).metrics.get(metric)
+def _metric_on_fit_set(predictions, metric, n_bins, compat, weights=None) -> float | None:
+    """``metric`` of the uncalibrated scores of the fitting set (None where undefined; weighted with ``weights``)."""
+    value = evaluate(predictions, None, n_bins=n_bins, compat=compat, metrics=[metric],
+                     weights=weights).metrics.get(metric)
     return None if value is None or value != value else float(value)
 
 

@@ -28,6 +28,7 @@ CLI_REMEDIES = {
     "sequence-id": "name it with --sequence-id",
     "conformal-fit": "write one with calib conformal --save FILE.json",
     "classwise-metrics": "ask for it with --metrics classwise_ece",
+    "cpu-device": "drop --device",
 }
 
 

@@ -655,7 +655,7 @@ def interval_warnings_by_cause(sets: dict[str, dict]) -> list[str]:
 
 def check_device_use(device: str, n_resamples: int) -> None:
     """--device cuda / torch-cpu only moves the bootstrap: refuse it without one (auto is harmless)."""
-    if device in ("cuda", "torch-cpu") and not n_resamples:
+    if device not in ("cpu", "auto") and not n_resamples:
         raise click.UsageError(
             f"--device {device} applies to the bootstrap: add --bootstrap B (B > 0); the metrics pass runs on the CPU"
         )
@@ -818,3 +818,55 @@ def read_inputs(scores: str, labels: str | None, label_col: str | None):
 def labels_name(scores: str, labels: str | None, label_col: str | None) -> str:
     """How reports name the labels: the LABELS file, or ``SCORES[COLUMN]`` for the --labels column."""
     return labels if labels is not None else f"{scores}[{label_col}]"
+
+
+WEIGHTS_HELP = (
+    "Sample weights, one per row (≥ 0, not all 0): a file (.npy, .npz:key, .pt:key, a one-column .csv, …) "
+    "or, when SCORES is a CSV or table file, the name of its weights column (then name the score columns "
+    "with --scores). Row i counts w_i times in every metric (whole numbers: repeated rows); docs/weights.md."
+)
+
+
+def weights_option(func):
+    """``--weights FILE|COLUMN`` (the command receives ``weights``: the text, or None; :func:`read_weights`)."""
+    return click.option("--weights", "weights", metavar="FILE|COLUMN", default=None, help=WEIGHTS_HELP)(func)
+
+
+def weights_label(source: str | None, scores: str) -> str | None:
+    """How reports name ``--weights``: the file, or ``SCORES[COLUMN]`` for a column of SCORES (None without)."""
+    if source is None:
+        return None
+    from ..data.io import INPUT_FORMATS, split_source
+
+    path, _ = split_source(source)
+    return source if path.exists() or path.suffix.lower() in INPUT_FORMATS else f"{scores}[{source}]"
+
+
+def read_weights(source: str | None, scores: str, score_columns=None):
+    """(weights array, its name for messages) of ``--weights``: a file (any array format), or the column
+    ``source`` of the CSV or table file ``scores`` (named ``SCORES[COLUMN]``); (None, None) without it.
+    The values are checked by the core (``evaluate(weights=...)``, ``fit(weights=...)``)."""
+    if source is None:
+        return None, None
+    from ..data.io import INPUT_FORMATS, load_array, split_source
+
+    path, _ = split_source(source)
+    scores_path, _ = split_source(scores)
+    as_file = path.exists() or path.suffix.lower() in INPUT_FORMATS
+    header, score_cols = csv_settings()
+    try:
+        if as_file:
+            return load_array(source), source
+        fmt = INPUT_FORMATS.get(scores_path.suffix.lower())
+        if fmt is None or fmt.read_columns is None:
+            raise InputError(f"--weights {source}: no such file (a column name needs a CSV or table SCORES file)")
+        if score_cols is None:  # else every column but the labels, the weights among them, would be scores
+            raise InputError(f"--weights {source}: a weights column of {scores} needs the score columns named "
+                             "with --scores (e.g. --scores 'logit_*')")
+        if score_columns is not None and source in [str(c) for c in score_columns]:
+            raise InputError(f"{scores}: the weights column {source} is read as scores too: name the score columns "
+                             "with --scores")
+        found = read_scores(scores, score_cols=source, header=header)
+        return found.scores, weights_label(source, scores)
+    except InputError as exc:
+        raise _with_hint(exc, None) from None

@@ -26,9 +26,12 @@ from .options import (
     n_bins_option,
     name_option,
     output_option,
+    read_inputs,
+    read_weights,
     scores_and_labels,
     test_pair,
     title_option,
+    weights_option,
 )
 
 
@@ -121,10 +124,12 @@ def parse_classes(ctx, param, value: str | None) -> list[int] | None:
     "Where the metrics pass behind each diagram runs: cpu (numpy), cuda (torch on the GPU, float64, the "
     "scores moved in row chunks), auto (cuda when torch and a GPU are there), torch-cpu (the torch code on the CPU)."
 )
+@weights_option
 @force_option
 def plot_command(
     scores, labels, input_kind, label_col, output, n_bins, strategy, temperature_value, compare, names, title,
     classwise, overlay, classes, dpi, force, device, bin_intervals=None, consistency_bands=None, corp=False,
+    weights=None,
 ):
     """Draw a reliability diagram of a model's saved outputs.
 
@@ -151,6 +156,7 @@ def plot_command(
       calib plot logits.npy labels.npy --classwise --classes 0-4,7 -o classes.png   # K > 20: pick classes
       calib plot logits.npy labels.npy -o reliability.png --device cuda   # the pass on the GPU
       calib plot logits.npy labels.npy -o sure.png --bin-intervals 0.95 --consistency-bands 1000 --corp
+      calib plot logits.npy labels.npy -o weighted.png --weights w.npy   # row i counts w_i times
     """
     from ..plots.diagram import (
         ReliabilityDiagram,
@@ -176,6 +182,11 @@ def plot_command(
     if uncertainty and (compare or temperature_value is not None or classwise or strategy != "uniform"):
         raise click.UsageError("--bin-intervals, --consistency-bands and --corp draw on one model's equal-width "
                                "diagram: drop --compare, --temperature, --classwise and --strategy")
+    if weights is not None and (compare or temperature_value is not None or classwise or uncertainty):
+        raise click.UsageError("--weights draws one model's diagram: drop --compare, --temperature, --classwise, "
+                               "--bin-intervals, --consistency-bands and --corp, or drop --weights")
+    if weights is not None and device not in (None, "cpu"):
+        raise click.UsageError("--weights runs on the CPU: drop --device")
     # every limit is checked before any work starts
     check_device(device)
     Outputs(force).figure("--output", output).check()
@@ -183,7 +194,9 @@ def plot_command(
     compare = [test_pair(pair, label_col, "--compare") for pair in compare]
     sources = [scores] + [pair[0] for pair in compare]
     model_names(sources, names)  # checks the --name count early
-    score_array, label_array, labels_name = load_inputs(scores, labels, label_col)
+    found, label_array, labels_name = read_inputs(scores, labels, label_col)
+    score_array = found.scores
+    weight_array, weights_name = read_weights(weights, scores, getattr(found, "score_columns", None))
     others = [(*load_inputs(s, l, label_col)[:2], s, name_labels(s, l, label_col)) for s, l in compare]
     for other in others:  # every model's scores: never probabilities taken as logits
         resolve_input_kind(other[0], input_kind, other[2])
@@ -227,6 +240,13 @@ def plot_command(
             interval_level=bin_intervals, band_resamples=consistency_bands, corp=corp, scores_name=scores,
             labels_name=labels_name, device=device,
         )[0]
+    elif weight_array is not None:  # the weighted bins of evaluate (docs/weights.md)
+        from ..evaluate import evaluate
+
+        report = evaluate(score_array, label_array, weights=weight_array, scores_name=scores, labels_name=labels_name,
+                          weights_name=weights_name, **common)
+        diagram = ReliabilityDiagram.from_report(report, label=names_[0], strategy=strategy)
+        fig = comparison_figure([diagram], title=title)
     else:
         diagrams = [
             ReliabilityDiagram.from_predictions(

@@ -44,7 +44,8 @@ def before_after(fit, score_array, predictions, input_kind, n_bins, compat, name
     kwargs = dict(input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=name, **bootstrap)
     before = evaluate(predictions, None, **kwargs)
     calibrator = getattr(fit, "calibrator", fit)
-    resampled = any(value for key, value in bootstrap.items() if key != "device")  # intervals, extra metrics
+    # intervals, extra metrics (sample weights are no reason to keep the calibrated array)
+    resampled = any(value for key, value in bootstrap.items() if key not in ("device", "weights", "weights_name"))
     as_read = None if resampled or keep_scores else calibrator.apply_as_read(predictions, scores_name=name)
     if as_read is not None:
         # calibrated chunk by chunk as they are read (temperature scaling): the same numbers as

@@ -25,8 +25,10 @@ from .options import (
     output_options,
     plot_option,
     probs_option,
+    read_weights,
     test_pair,
     test_set_option,
+    weights_option,
 )
 
 DEFAULT_GRID_TEXT = ":".join(f"{v:g}" for v in DEFAULT_GRID)
@@ -116,6 +118,7 @@ def _plain_grid(ctx, param, value):
 @binning_options
 @csv_options
 @labels_option()
+@weights_option
 @test_set_option("A held-out test set: report its metrics before/after the fitted T too.")
 @probs_option("Scores are probabilities: fitted through log p (a probability of 0 stays 0 at every T).")
 @output_options(
@@ -136,7 +139,7 @@ def _plain_grid(ctx, param, value):
 @click.pass_context
 def temperature_command(
     ctx, val_scores, val_labels, search, objective, grid_text, n_bins, compat, label_col, test, input_kind, fmt,
-    output, save_logits, plot_path, force, device,
+    output, save_logits, plot_path, force, device, weights=None,
 ):
     """Fit a temperature on a validation set and report the metrics before and after.
 
@@ -160,6 +163,7 @@ def temperature_command(
       calib temperature val.npy val_y.npy --test test.npy test_y.npy --plot before_after.png
       calib temperature val.npy val_y.npy --test test.npy test_y.npy --device cuda   # metrics on the GPU
       calib temperature val.csv --labels label --test test.csv --probs   # labels: a column of each file
+      calib temperature val.npy val_y.npy --search nll --weights val_w.npy   # weighted NLL (fitting set)
     """
     resolved = check_device(device)  # an unavailable device: one line, before any work
     grid = parse_grid(grid_text)
@@ -168,6 +172,8 @@ def temperature_command(
     test = test_pair(test, label_col)
     val_array, val_predictions, test_loaded = load_fit_and_test(val_scores, val_labels, test, input_kind, label_col)
     val_labels = labels_name(val_scores, val_labels, label_col)  # as the report names them
+    weight_array, weights_name = read_weights(weights, val_scores)
+    weighted = {} if weights is None else dict(weights=weight_array, weights_name=weights_name)
 
     with render.progress_bar(f"{search} search") as progress:
         fit = fit_temperature(
@@ -183,15 +189,17 @@ def temperature_command(
             scores_name=val_scores,
             labels_name=val_labels,
             device=device,
+            **weighted,
         )
 
     warnings = [cli_text(w) for w in fit.warnings]  # remedies as flags, in the JSON too
     fit_before, fit_after, saved = before_after(
         fit, val_array, val_predictions, input_kind, n_bins, compat, val_scores,
-        keep_scores=bool(save_logits) and test_loaded is None, device=device,
+        keep_scores=bool(save_logits) and test_loaded is None, device=device, **weighted,
     )
     sets = {"fit": (fit_before, fit_after)}
-    inputs = {"fit": {"scores": val_scores, "labels": val_labels, "n": fit.n, "k": fit.k}}
+    inputs = {"fit": {"scores": val_scores, "labels": val_labels, "n": fit.n, "k": fit.k}
+              | ({"weights": weights_name} if weights is not None else {})}
     reports = [fit_before, fit_after]
     if test_loaded is not None:
         test_before, test_after, saved = before_after(

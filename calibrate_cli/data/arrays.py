@@ -1,7 +1,8 @@
 """safetensors, HDF5 and Zarr: one numeric array per source, addressed by key, read block by block.
 
 - ``file.safetensors:key`` (safetensors, extra ``[safetensors]``; numpy API, no torch needed).
-  BF16 tensors are widened to float32 exactly (numpy has no bfloat16), remembering their precision.
+  A 2-D float tensor is a read-only memory map of the file; a 2-D BF16 one a row reader widened to
+  float32 exactly a chunk at a time (:class:`BFloat16Rows`; numpy has no bfloat16).
 - ``file.h5:/group/dataset`` (h5py, extra ``[hdf5]``; ``.h5``, ``.hdf5``).
 - ``store.zarr:array`` or ``store.zarr:group/array`` (zarr, extra ``[zarr]``; a directory store).
 
@@ -9,7 +10,7 @@ The key may be left out when the file holds one array. Only numbers are read (fl
 object, string, compound and reference dtypes are refused before any data is decoded (a Zarr array
 with a pickle codec never reaches its codec), and so is complex data. Data is copied into the result
 in blocks of rows (:data:`~calibrate_cli.data.formats.BLOCK_BYTES`), so the library never materialises a
-second full copy.
+second full copy (2-D float safetensors are not copied at all).
 """
 
 from __future__ import annotations
@@ -91,7 +92,8 @@ def _safetensors_header(path: Path, label: str) -> tuple[dict, int]:
 
 
 def load_safetensors(path: Path, key: str | None, label: str) -> np.ndarray:
-    """One tensor of a ``.safetensors`` file (numpy API; BF16 widened to float32 exactly)."""
+    """One tensor of a ``.safetensors`` file (numpy API; a 2-D float tensor memory-mapped, BF16 widened
+    to float32 exactly)."""
     safetensors = require("safetensors", label, ".safetensors files", "safetensors")
     header, data_start = _safetensors_header(path, label)
     keys = [k for k in header if k != "__metadata__"]
@@ -105,9 +107,12 @@ def load_safetensors(path: Path, key: str | None, label: str) -> np.ndarray:
         return _bf16(path, entry, data_start, shape, label, name)
     if code not in _ST_DTYPES:
         raise InputError(f"{label}: tensor {name!r} has dtype {code}, which calib does not read; save float32")
+    dtype = np.dtype(_ST_DTYPES[code]).newbyteorder("<")
     try:
         with safetensors.safe_open(os.fspath(path), framework="numpy") as f:
-            view = f.get_slice(name)
+            view = f.get_slice(name)  # the library checks the header and offsets first
+            if len(shape) == 2 and dtype.kind == "f" and math.prod(shape) and _aligned(entry, data_start, dtype):
+                return _mapped(path, entry, data_start, shape, label, name, dtype)  # (N, K) scores: the file's pages
             return copy_rows(lambda a, b: view[a:b] if shape else f.get_tensor(name), shape, np.dtype(_ST_DTYPES[code]), label)
     except InputError:
         raise
@@ -199,21 +204,40 @@ class BFloat16Rows(np.lib.mixins.NDArrayOperatorsMixin):
         return np.asarray(self).astype(dtype, copy=False)
 
 
-def _bf16(path: Path, entry: dict, data_start: int, shape: tuple, label: str, name: str) -> np.ndarray:
-    from .predictions import with_stored_precision
+def _aligned(entry: dict, data_start: int, dtype: np.dtype) -> bool:
+    """Whether the tensor's data start at a multiple of its item size in the file (else it is copied:
+    the compiled passes read aligned values)."""
+    try:
+        return (data_start + int(entry["data_offsets"][0])) % dtype.itemsize == 0
+    except (KeyError, TypeError, ValueError, IndexError):
+        return False
 
+
+def _mapped(path: Path, entry: dict, data_start: int, shape: tuple, label: str, name: str, dtype) -> np.ndarray:
+    """The tensor's data as a read-only memory map of ``dtype`` and ``shape`` (read a row chunk at a
+    time by whoever reads it: no copy in memory), its offsets checked against the file."""
+    dtype = np.dtype(dtype)
     try:
         begin, end = (int(v) for v in entry["data_offsets"])
     except (KeyError, TypeError, ValueError):
         raise InputError(f"{label}: tensor {name!r}: bad data offsets in the header") from None
     count = math.prod(shape)
-    if end - begin != 2 * count or begin < 0 or data_start + end > os.path.getsize(path):
+    if end - begin != dtype.itemsize * count or begin < 0 or data_start + end > os.path.getsize(path):
         raise InputError(f"{label}: tensor {name!r}: its data does not fit the file: truncated or corrupt")
-    raw = np.memmap(path, dtype="<u2", mode="r", offset=data_start + begin, shape=(count,)) if count else np.empty(0, "<u2")
-    if count:
-        from .pages import watch_mapped
+    if not count:
+        return np.empty(shape, dtype)
+    raw = np.memmap(path, dtype=dtype, mode="r", offset=data_start + begin, shape=(count,))
+    from .pages import watch_mapped
 
-        watch_mapped(raw, label)  # truncated while read: one line and exit 2, not SIGBUS
+    watch_mapped(raw, label)  # truncated while read: one line and exit 2, not SIGBUS
+    return raw.reshape(shape)
+
+
+def _bf16(path: Path, entry: dict, data_start: int, shape: tuple, label: str, name: str) -> np.ndarray:
+    from .predictions import with_stored_precision
+
+    raw = _mapped(path, entry, data_start, shape, label, name, "<u2").reshape(-1)
+    count = raw.shape[0]
     if len(shape) == 2:  # (N, K) scores: widened a row chunk at a time by whoever reads them
         return BFloat16Rows(raw.reshape(shape))
     out = np.empty(count, dtype=np.float32)

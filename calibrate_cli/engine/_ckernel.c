@@ -1,12 +1,15 @@
 /*
  * calibrate_cli.engine._ckernel: the compiled CPU engine ("fused") of calib's summary pass, in plain
- * C99 (Python C API and the buffer protocol, no numpy headers). Scalar loops, no intrinsics; exp and log
- * are the C library's (a row's exps by glibc's vector exp where GCC builds on glibc: exp_row). Imported
- * by calibrate_cli/engine/native.py only, which makes the arrays what these loops read.
+ * C99 (Python C API and the buffer protocol, no numpy headers). No intrinsics and no hand-written
+ * per-CPU code: plain loops the compiler vectorises (`#pragma omp simd`, setup.py's -fopenmp-simd; a
+ * row's exps by glibc's vector exp where GCC builds on glibc, the row loop then compiled for AVX2 and
+ * for the baseline: ROW_LOOP), the C library's log. Imported by calibrate_cli/engine/native.py only,
+ * which makes the arrays what these loops read.
  *
  *   fused_rows(scores, labels, is_logits, m, edges, want_top5, classwise, top_label_only,
  *              conf, correct, nll, brier, top5, count, sum_p, sum_y)
- *       one row chunk of the summary pass (kernels.numpy_chunk's definition), each row read once:
+ *       one row chunk of the summary pass (kernels.numpy_chunk's definition), each row read in two or
+ *       three passes (fused_typed):
  *       p = softmax(x) (or the given probabilities), conf = max p, correct = [argmax p = y] (lowest
  *       index on ties), nll = log Σ e^{x − max} − (x_y − max) (−log p_y), brier = Σ (p − [k = y])²,
  *       top5 = [rank of y < 5] (on the logits themselves), and per (class, bin) count, Σp, Σ[y = k]
@@ -23,9 +26,10 @@
  *              members, low, high)
  *       the two passes of sorting.order_statistics (exact selection of a few order statistics).
  *
- * Sums are float64, added in index order: results are the same for any chunking of the rows (each
- * row's values depend on that row only), and agree with the numpy definition within
- * tests/libm.py's contract (numpy sums pairwise and may use its own SIMD exp).
+ * Sums are float64; a row's sums are in an order fixed by the row's length (the lanes of a vector
+ * loop), the sums over samples and the cells' sums in sample order: results are the same for any
+ * chunking of the rows (each row's values depend on that row only), and agree with the numpy
+ * definition within tests/libm.py's contract (docs/conventions.md).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -33,24 +37,119 @@
 #include <stdint.h>
 #include <string.h>
 
-/* ---------- exp of a row ---------- */
+/* ---------- the row loops' building blocks ---------- */
 
-/* e[j] = exp(a·(x[j] − mx)) for j < k. With GCC on x86-64 glibc the loop is vectorised (setup.py's
- * -fopenmp-simd) into calls of glibc's own vector exp (libmvec's _ZGVbN2v_exp, two lanes, SSE2; within
- * 4 ulps of exp, documented by glibc), about twice as fast as the scalar calls; elsewhere it is the
- * scalar exp. The values depend on the row alone, not on its neighbours or the chunking. */
+/* The row loops are written once for float32 and float64 scores: `score` reads element j of either, and
+ * each loop is an always-inlined function called with constant flags (`f32`, ...), so the compiler makes
+ * one plain loop per score type (and flag) from one source.
+ *
+ * exp: with GCC on x86-64 glibc, the `#pragma omp simd` loops (setup.py's -fopenmp-simd) call glibc's own
+ * vector exp (libmvec's _ZGVbN2v_exp, two lanes, SSE2, within 4 ulps of exp, documented by glibc);
+ * elsewhere the scalar exp. The sums of those loops are reductions in the vector's lanes (`omp simd
+ * reduction`): their order is fixed by the compiled loop and the row's length, not by the chunking. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && defined(CALIB_VECTOR_EXP)
 #pragma omp declare simd notinbranch
 extern double exp(double);
 #endif
 
-static void
-exp_row(const double *x, double mx, double a, double *e, Py_ssize_t k)
+#if defined(__GNUC__)
+#define INLINE static inline __attribute__((always_inline))
+#else
+#define INLINE static inline
+#endif
+
+/* There too, the summary pass's row loop (fused_loop) is compiled twice from its one source, for AVX2
+ * (glibc's four-lane vector exp) and for the baseline x86-64 (two lanes): GCC's function multiversioning,
+ * one chosen per process by the CPU it runs on, so the bits never depend on threads or chunks. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && defined(CALIB_VECTOR_EXP)
+#define ROW_LOOP __attribute__((target_clones("avx2", "default"))) static void
+#else
+#define ROW_LOOP static void
+#endif
+
+/* Element j of float32 (`f32`) or float64 scores, as float64 (exact). */
+INLINE double
+score(const void *x, int f32, Py_ssize_t j)
 {
-#pragma omp simd
+    return f32 ? (double)((const float *)x)[j] : ((const double *)x)[j];
+}
+
+/* Row i of (rows, k) scores. */
+INLINE const void *
+row_of(const void *scores, int f32, Py_ssize_t i, Py_ssize_t k)
+{
+    return f32 ? (const void *)((const float *)scores + i * k) : (const void *)((const double *)scores + i * k);
+}
+
+/* max_j x_j (exact in any order). */
+INLINE double
+row_max(const void *x, int f32, Py_ssize_t k)
+{
+    double mx = score(x, f32, 0);
+#pragma omp simd reduction(max : mx)
     for (Py_ssize_t j = 0; j < k; j++) {
-        e[j] = exp(a * (x[j] - mx));
+        const double v = score(x, f32, j);
+        mx = v > mx ? v : mx;
     }
+    return mx;
+}
+
+/* min_j x_j. */
+INLINE double
+row_min(const void *x, int f32, Py_ssize_t k)
+{
+    double mn = score(x, f32, 0);
+#pragma omp simd reduction(min : mn)
+    for (Py_ssize_t j = 0; j < k; j++) {
+        const double v = score(x, f32, j);
+        mn = v < mn ? v : mn;
+    }
+    return mn;
+}
+
+/* total += Σ_{a ≤ j < b} e_j, sq += Σ e_j², e_j = exp(x_j − mx), kept in e[j] when `keep`: the two
+ * loops alike, so the sums are the same bits whether the exps are kept or not. No choice (?:, if) in
+ * these loops: GCC 12 does not vectorise a loop that has one and calls exp. */
+INLINE void
+exp_sums(const void *x, int f32, Py_ssize_t a, Py_ssize_t b, double mx, double *restrict e, int keep, double *total,
+         double *sq)
+{
+    double t = 0.0, s = 0.0;
+    if (keep) {
+#pragma omp simd reduction(+ : t, s)
+        for (Py_ssize_t j = a; j < b; j++) {
+            const double v = exp(score(x, f32, j) - mx);
+            e[j] = v;
+            t += v;
+            s += v * v;
+        }
+    }
+    else {
+#pragma omp simd reduction(+ : t, s)
+        for (Py_ssize_t j = a; j < b; j++) {
+            const double v = exp(score(x, f32, j) - mx);
+            t += v;
+            s += v * v;
+        }
+    }
+    *total += t;
+    *sq += s;
+}
+
+/* sq += Σ_{a ≤ j < b} x_j² (probabilities), x_j kept in e[j] when `keep`. */
+INLINE void
+prob_sums(const void *x, int f32, Py_ssize_t a, Py_ssize_t b, double *restrict e, int keep, double *sq)
+{
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (Py_ssize_t j = a; j < b; j++) {
+        const double v = score(x, f32, j);
+        if (keep) {
+            e[j] = v;
+        }
+        s += v * v;
+    }
+    *sq += s;
 }
 
 /* ---------- buffers ---------- */
@@ -119,20 +218,6 @@ take(Views *s, PyObject *o, const char *name, const char *kinds, int ndim, Py_ss
     return b;
 }
 
-/* Row i of float32/float64 scores as float64: a pointer into the scores, or `buf` filled. */
-static inline const double *
-row_at(const void *scores, int f32, Py_ssize_t i, Py_ssize_t k, double *buf)
-{
-    if (!f32) {
-        return (const double *)scores + i * k;
-    }
-    const float *r = (const float *)scores + i * k;
-    for (Py_ssize_t j = 0; j < k; j++) {
-        buf[j] = (double)r[j];
-    }
-    return buf;
-}
-
 /* The first row whose label is outside [0, k), or −1. */
 static Py_ssize_t
 bad_label(const int64_t *labels, Py_ssize_t rows, Py_ssize_t k)
@@ -147,27 +232,18 @@ bad_label(const int64_t *labels, Py_ssize_t rows, Py_ssize_t k)
 
 /* ---------- bins ---------- */
 
-/* The bin (b/M, (b+1)/M] of v for the edges b/M: ⌈v·M⌉ − 1, moved by one where it disagrees with
- * the edges themselves (binning.assign_bins compares with the edges), clamped to [−1, M − 1]; −1 is
- * below the lowest edge (or v = edges[0]). NaN lands in bin −1 or M − 1 (refused before). */
+/* The bin (b/M, (b+1)/M] of v for the edges b/M: ⌊v·M⌋ within [0, M − 1], moved down by one where v is
+ * at or below its lower edge (or up where above its upper edge: the edges decide, as binning.assign_bins
+ * compares with them); −1 is below the lowest edge (or v = edges[0]). No branch and no conversion back
+ * to float64: the loops over rows stall on neither. NaN lands in bin M − 1 (refused before). */
 static inline Py_ssize_t
 uniform_bin(double v, Py_ssize_t m, const double *edges)
 {
-    const double t = v * (double)m;
-    Py_ssize_t b = 0;
-    if (t >= (double)m) {
-        b = m - 1;
-    }
-    else if (t > 0.0) { /* ⌈t⌉ − 1 without a call of ceil */
-        b = (Py_ssize_t)t;
-        b -= (double)b == t && b > 0;
-    }
-    if (v <= edges[b]) {
-        b -= 1;
-    }
-    else if (b + 1 < m && v > edges[b + 1]) {
-        b += 1;
-    }
+    double t = v * (double)m;
+    t = t < (double)(m - 1) ? t : (double)(m - 1);
+    Py_ssize_t b = t > 0.0 ? (Py_ssize_t)t : 0;
+    b -= v <= edges[b];
+    b += (b + 1 < m) & (v > edges[b + 1]);
     return b;
 }
 
@@ -198,6 +274,12 @@ search_bin(double v, Py_ssize_t m, const double *edges)
 
 /* ---------- fused_rows ---------- */
 
+/* logits rows shorter than this have their exps made in one loop (into `e`, or a row on the stack) and
+ * summed in a second: split at the label, each of two exp loops would end in scalar calls of exp */
+#define SHORT_K 64
+/* from this many classes the lowest bin's cells are kept apart (fused_typed) */
+#define SPLIT_K 32
+
 typedef struct {
     Py_ssize_t rows, k, m;
     int f32, is_logits, want_top5, classwise, top_label_only;
@@ -207,138 +289,191 @@ typedef struct {
     double *conf, *nll, *brier, *sum_p, *sum_y;
     unsigned char *correct, *top5;
     int64_t *count;
-    double *buf, *p; /* scratch rows of K */
-    double *low_sum;  /* the cells (j, 0) of the classwise sums, contiguous in j (scratch of K) */
-    int64_t *low_count;
+    double *e;       /* scratch of K: a row's exps (its probabilities given), for the classwise cells */
+    double *low_sum; /* scratch of K: the cells (j, 0) of Σp, contiguous in j */
+    int64_t *above;  /* scratch of K: per class, this call's values in the bins b ≥ 1 */
 } Fused;
 
-static void
-fused_loop(Fused *f)
+/* The rows of one call (kernels.numpy_chunk's definition), each read in two or three passes:
+ *   1. max_j x_j (logits) or the top label's probability, and with top-5 the rank of x_y;
+ *   2. (logits) e_j = exp(x_j − max), Σe and Σ_{j≠y} e_j², in one loop split at the label (e_y apart),
+ *      or for rows shorter than SHORT_K a loop of exps and one of sums; the exps kept in `e` for the
+ *      classwise cells; the same sums, so the same bits, whatever else is asked;
+ *      p = e/Σe is never written: conf = 1/Σe (e = exp 0 = 1 at the max), nll = log Σe − (x_y − max),
+ *      brier = Σ_{j≠y} p_j² + (1 − p_y)² with p = e·(1/Σe);
+ *   3. (classwise) the (class, bin) cells of p.
+ * `f32`, `is_logits`, `keep` (the classwise cells) are constants at each call (fused_loop). */
+INLINE void
+fused_typed(const Fused *f, const int f32, const int is_logits, const int keep)
 {
     /* every field in a local: stores into the outputs cannot then alias them (Python builds with
      * -fno-strict-aliasing), so they stay in registers */
     const Py_ssize_t k = f->k, m = f->m, rows = f->rows;
-    const int is_logits = f->is_logits, f32 = f->f32, want_top5 = f->want_top5, classwise = f->classwise;
-    const int top_label_only = f->top_label_only;
+    const int want_top5 = f->want_top5, top_label_only = f->top_label_only;
     const void *scores = f->scores;
     const int64_t *restrict labels = f->labels;
     const double *restrict edges = f->edges;
     double *restrict conf_out = f->conf, *restrict nll = f->nll, *restrict brier = f->brier;
-    double *restrict sum_p = f->sum_p, *restrict sum_y = f->sum_y, *restrict buf = f->buf, *restrict p = f->p;
+    double *restrict sum_p = f->sum_p, *restrict sum_y = f->sum_y, *restrict e = f->e;
     unsigned char *restrict correct = f->correct, *restrict top5 = f->top5;
-    int64_t *restrict count = f->count;
-    double *restrict low_sum = f->low_sum;
-    int64_t *restrict low_count = f->low_count;
-    /* most probabilities fall in the lowest bin [0, edges[1]): its cells are kept contiguous in j (one
-     * vectorisable pass a row), and start from, and go back to, the cells (j, 0): the same additions in
-     * the same order as adding each into its cell */
+    int64_t *restrict count = f->count, *restrict above = f->above;
+    double *restrict low_sum = f->low_sum, short_row[SHORT_K];
+    /* most probabilities fall in the lowest bin [0, edges[1]): its Σp cells are kept contiguous in j
+     * (one vectorised pass a row) and its counts are the rest of the rows (`above` counts the others);
+     * the same additions in the same order as adding each p into its cell */
     const double low_edge = m > 1 ? edges[1] : 2.0;
-    const int split_low = classwise && !top_label_only && k >= 32; /* few classes: each into its cell */
+    const int split_low = keep && k >= SPLIT_K; /* few classes: each into its cell */
     if (split_low) {
         for (Py_ssize_t j = 0; j < k; j++) {
             low_sum[j] = sum_p[j * m];
-            low_count[j] = count[j * m];
+            above[j] = 0;
         }
     }
     for (Py_ssize_t i = 0; i < rows; i++) {
-        const double *x = row_at(scores, f32, i, k, buf);
-        const int64_t y = labels[i];
-        double total = 1.0, mx = 0.0, conf;
-        const double *e = p;
-        Py_ssize_t best = 0;
-        if (is_logits) { /* e = exp(x − max), p = e / Σe */
-            mx = x[0];
-            for (Py_ssize_t j = 1; j < k; j++) {
-                mx = x[j] > mx ? x[j] : mx;
-            }
-            exp_row(x, mx, 1.0, p, k);
-            total = 0.0;
+        const void *x = row_of(scores, f32, i, k);
+        const Py_ssize_t y = (Py_ssize_t)labels[i];
+        const double s_y = score(x, f32, y);
+        /* pass 1 */
+        double mx = score(x, f32, 0);
+        if (want_top5 && !top_label_only) { /* the rank on the scores themselves (x − max rounds) */
+            Py_ssize_t rank = 0;
+#pragma omp simd reduction(max : mx) reduction(+ : rank)
             for (Py_ssize_t j = 0; j < k; j++) {
-                total += e[j];
+                const double v = score(x, f32, j);
+                mx = v > mx ? v : mx;
+                rank += (v > s_y) | ((v == s_y) & (j < y));
             }
-            /* the largest e is exp(0) = 1 exactly, so conf = 1/Σe; the argmax of p = e/Σe is the first j
-             * where e_j/Σe rounds to it (e_j ≥ 0.5 passes over the rest without a division) */
+            top5[i] = rank < 5;
+        }
+        else {
+            mx = row_max(x, f32, k);
+        }
+        /* pass 2: probabilities given: total = 1, e_y = x_y, e = x (p = e·1) */
+        double total = 1.0, sq = 0.0, ey = s_y;
+        if (is_logits && k < SHORT_K) { /* a loop of exps, kept, and one of sums (the same in every mode) */
+            double *restrict er = keep ? e : short_row;
+#pragma omp simd
+            for (Py_ssize_t j = 0; j < k; j++) {
+                er[j] = exp(score(x, f32, j) - mx);
+            }
+            total = 0.0;
+            ey = er[y];
+#pragma omp simd reduction(+ : total, sq)
+            for (Py_ssize_t j = 0; j < k; j++) {
+                const double w = j == y ? 0.0 : er[j];
+                total += er[j];
+                sq += w * w;
+            }
+        }
+        else if (is_logits) { /* e_y apart: Σ_{j≠y} e_j² without cancellation; the same sums in every mode */
+            total = 0.0;
+            exp_sums(x, f32, 0, y, mx, e, keep, &total, &sq);
+            ey = exp(s_y - mx);
+            total += ey;
+            exp_sums(x, f32, y + 1, k, mx, e, keep, &total, &sq);
+            if (keep) {
+                e[y] = ey;
+            }
+        }
+        else if (!top_label_only) {
+            prob_sums(x, f32, 0, y, e, keep, &sq);
+            prob_sums(x, f32, y + 1, k, e, keep, &sq);
+            if (keep) {
+                e[y] = s_y;
+            }
+        }
+        /* the top label: argmax p (lowest index on ties) */
+        double conf = mx;
+        Py_ssize_t best = 0;
+        if (is_logits) {
+            /* the first x_j = max (e_j = exp 0 = 1, p_j = 1/Σe), unless an earlier x_j within 2^-40 of
+             * it has an e_j/Σe that rounds to 1/Σe too (e_j < 1 by an ulp or two) */
             conf = 1.0 / total;
-            best = -1;
-            for (Py_ssize_t j = 0; j < k && best < 0; j++) {
-                best = e[j] >= 0.5 && e[j] / total == conf ? j : -1;
-            }
-            if (best < 0) { /* (an exp(0) other than 1) the argmax of e, its p */
-                best = 0;
-                for (Py_ssize_t j = 1; j < k; j++) {
-                    best = e[j] > e[best] ? j : best;
+            for (;; best++) {
+                const double d = score(x, f32, best) - mx;
+                if (d == 0.0 || (d > -0x1p-40 && exp(d) / total == conf)) {
+                    break;
                 }
-                conf = e[best] / total;
             }
         }
         else {
-            e = x;
-            for (Py_ssize_t j = 1; j < k; j++) {
-                best = e[j] > e[best] ? j : best;
+            while (score(x, f32, best) != mx) {
+                best++;
             }
-            conf = e[best];
         }
         conf_out[i] = conf;
         correct[i] = best == y;
         if (top_label_only) {
             continue;
         }
-        nll[i] = is_logits ? log(total) - (x[y] - mx) : -log(e[y]);
-        if (is_logits) { /* p = e·(1/Σe): within an ulp of e/Σe, a multiplication cheaper than a division */
-            const double inv = 1.0 / total;
-            for (Py_ssize_t j = 0; j < k; j++) {
-                p[j] = e[j] * inv;
-            }
-            e = p;
+        /* p = e·(1/Σe): within an ulp of e/Σe, a multiplication cheaper than a division */
+        const double inv = is_logits ? 1.0 / total : 1.0, r = 1.0 - ey * inv;
+        nll[i] = is_logits ? log(total) - (s_y - mx) : -log(s_y);
+        brier[i] = sq * inv * inv + r * r;
+        if (!keep) {
+            continue;
         }
-        double acc = 0.0;
-        for (Py_ssize_t j = 0; j < k; j++) {
-            const double d = e[j] - (double)(j == y);
-            acc += d * d;
-        }
-        brier[i] = acc;
-        if (want_top5) { /* the rank on the logits themselves (x − max rounds) */
-            const double s_y = x[y];
-            Py_ssize_t rank = 0;
-            for (Py_ssize_t j = 0; j < k; j++) {
-                rank += (x[j] > s_y) | ((x[j] == s_y) & (j < y));
-            }
-            top5[i] = rank < 5;
-        }
-        if (classwise && !split_low) {
-            for (Py_ssize_t j = 0; j < k; j++) {
-                const Py_ssize_t b = uniform_bin(e[j], m, edges), cell = j * m + (b < 0 ? 0 : b);
-                count[cell] += 1;
-                sum_p[cell] += e[j];
-            }
-        }
-        else if (classwise) {
+        /* pass 3: the classwise cells */
+        if (split_low) {
             Py_ssize_t high = 0;
-            for (Py_ssize_t j = 0; j < k; j++) { /* x + 0.0 is x: the other rows' cells are unchanged */
-                const int low = e[j] < low_edge;
-                low_count[j] += low;
-                low_sum[j] += low ? e[j] : 0.0;
-                high += !low;
+#pragma omp simd reduction(+ : high)
+            for (Py_ssize_t j = 0; j < k; j++) { /* + 0·p is + 0: the other classes' cells are unchanged */
+                const double p = e[j] * inv, low = (double)(p < low_edge);
+                low_sum[j] += low * p;
+                high += p >= low_edge;
             }
             for (Py_ssize_t j = 0; high > 0 && j < k; j++) {
-                if (e[j] >= low_edge) {
-                    const Py_ssize_t b = uniform_bin(e[j], m, edges), cell = j * m + (b < 0 ? 0 : b);
-                    count[cell] += 1;
-                    sum_p[cell] += e[j];
+                const double p = e[j] * inv;
+                if (p >= low_edge) {
+                    const Py_ssize_t b = uniform_bin(p, m, edges);
+                    if (b <= 0) { /* p = edges[1]: bin 0 (its upper edge) */
+                        low_sum[j] += p;
+                    }
+                    else {
+                        count[j * m + b] += 1;
+                        sum_p[j * m + b] += p;
+                        above[j] += 1;
+                    }
                     high--;
                 }
             }
         }
-        if (classwise) {
-            const Py_ssize_t b = uniform_bin(e[y], m, edges);
-            sum_y[y * m + (b < 0 ? 0 : b)] += 1.0;
+        else {
+            for (Py_ssize_t j = 0; j < k; j++) {
+                const double p = e[j] * inv;
+                const Py_ssize_t b = uniform_bin(p, m, edges), cell = j * m + (b < 0 ? 0 : b);
+                count[cell] += 1;
+                sum_p[cell] += p;
+            }
         }
+        const Py_ssize_t b = uniform_bin(e[y] * inv, m, edges);
+        sum_y[y * m + (b < 0 ? 0 : b)] += 1.0;
     }
     if (split_low) {
         for (Py_ssize_t j = 0; j < k; j++) {
             sum_p[j * m] = low_sum[j];
-            count[j * m] = low_count[j];
+            count[j * m] += rows - above[j];
         }
+    }
+}
+
+ROW_LOOP
+fused_loop(const Fused *f)
+{
+    const int keep = f->classwise && !f->top_label_only;
+    if (f->f32) {
+        if (f->is_logits) {
+            keep ? fused_typed(f, 1, 1, 1) : fused_typed(f, 1, 1, 0);
+        }
+        else {
+            keep ? fused_typed(f, 1, 0, 1) : fused_typed(f, 1, 0, 0);
+        }
+    }
+    else if (f->is_logits) {
+        keep ? fused_typed(f, 0, 1, 1) : fused_typed(f, 0, 1, 0);
+    }
+    else {
+        keep ? fused_typed(f, 0, 0, 1) : fused_typed(f, 0, 0, 0);
     }
 }
 
@@ -397,18 +532,21 @@ py_fused_rows(PyObject *self, PyObject *args)
                      (long long)f.labels[bad], f.k);
         goto fail;
     }
-    f.buf = (double *)PyMem_RawMalloc(4 * (size_t)f.k * sizeof(double));
-    if (f.buf == NULL) {
-        PyErr_NoMemory();
-        goto fail;
+    double *scratch = NULL;
+    if (f.classwise) { /* e, low_sum, above: three rows of K */
+        scratch = (double *)PyMem_RawMalloc(3 * (size_t)f.k * sizeof(double));
+        if (scratch == NULL) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        f.e = scratch;
+        f.low_sum = scratch + f.k;
+        f.above = (int64_t *)(scratch + 2 * f.k);
     }
-    f.p = f.buf + f.k;
-    f.low_sum = f.buf + 2 * f.k;
-    f.low_count = (int64_t *)(f.buf + 3 * f.k);
     Py_BEGIN_ALLOW_THREADS
     fused_loop(&f);
     Py_END_ALLOW_THREADS
-    PyMem_RawFree(f.buf);
+    PyMem_RawFree(scratch);
     release(&s);
     Py_RETURN_NONE;
 fail:
@@ -417,6 +555,61 @@ fail:
 }
 
 /* ---------- nll_rows ---------- */
+
+/* Σ_i (log Σe − β d_iy, E[d_i] − d_iy, Var[d_i]) over the rows, e = exp(β d), d = x − max; a d of −inf
+ * (a log-probability 0: e = 0) adds nothing (0 · (−inf) counts as 0). `f32` a constant at each call. */
+INLINE void
+nll_typed(const void *scores, const int f32, const int64_t *labels, Py_ssize_t rows, Py_ssize_t k, double beta,
+          double out[3])
+{
+    double total = 0.0, grad = 0.0, var = 0.0, short_row[SHORT_K];
+    for (Py_ssize_t i = 0; i < rows; i++) {
+        const void *x = row_of(scores, f32, i, k);
+        const double mx = row_max(x, f32, k);
+        double sum = 0.0, s1 = 0.0, s2 = 0.0;
+        if (k < SHORT_K) { /* a loop of exps, then the sums (a log-probability 0: d = −inf, e = 0, counted as 0) */
+#pragma omp simd
+            for (Py_ssize_t j = 0; j < k; j++) {
+                short_row[j] = exp(beta * (score(x, f32, j) - mx));
+            }
+            for (Py_ssize_t j = 0; j < k; j++) {
+                const double d = score(x, f32, j) - mx, e = short_row[j];
+                if (d != -INFINITY) {
+                    sum += e;
+                    s1 += e * d;
+                    s2 += e * d * d;
+                }
+            }
+        }
+        else if (row_min(x, f32, k) > -INFINITY) {
+#pragma omp simd reduction(+ : sum, s1, s2)
+            for (Py_ssize_t j = 0; j < k; j++) {
+                const double d = score(x, f32, j) - mx, e = exp(beta * d);
+                sum += e;
+                s1 += e * d;
+                s2 += e * d * d;
+            }
+        }
+        else { /* a log-probability 0 (d = −inf): e = 0, and 0 · (−inf) counts as 0 */
+            for (Py_ssize_t j = 0; j < k; j++) {
+                const double d = score(x, f32, j) - mx;
+                if (d != -INFINITY) {
+                    const double e = exp(beta * d);
+                    sum += e;
+                    s1 += e * d;
+                    s2 += e * d * d;
+                }
+            }
+        }
+        const double d_y = score(x, f32, labels[i]) - mx, m1 = s1 / sum, v = s2 / sum - m1 * m1;
+        total += log(sum) - beta * d_y;
+        grad += m1 - d_y;
+        var += v > 0.0 ? v : 0.0;
+    }
+    out[0] = total;
+    out[1] = grad;
+    out[2] = var;
+}
 
 static PyObject *
 py_nll_rows(PyObject *self, PyObject *args)
@@ -440,40 +633,19 @@ py_nll_rows(PyObject *self, PyObject *args)
     }
     const int f32 = kind_of(b_scores) == 'f';
     const void *scores = b_scores->buf;
-    double *buf = (double *)PyMem_RawMalloc(2 * (size_t)k * sizeof(double));
-    if (buf == NULL) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    double *e = buf + k, total = 0.0, grad = 0.0, var = 0.0;
+    double sums[3];
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < rows; i++) {
-        const double *x = row_at(scores, f32, i, k, buf);
-        double mx = x[0];
-        for (Py_ssize_t j = 1; j < k; j++) {
-            mx = x[j] > mx ? x[j] : mx;
-        }
-        double sum = 0.0, s1 = 0.0, s2 = 0.0;
-        exp_row(x, mx, beta, e, k);
-        for (Py_ssize_t j = 0; j < k; j++) {
-            const double d = x[j] - mx;
-            if (d != -INFINITY) { /* a log-probability of 0: e = 0, and 0 · (−inf) counts as 0 */
-                sum += e[j];
-                s1 += e[j] * d;
-                s2 += e[j] * d * d;
-            }
-        }
-        const double d_y = x[labels[i]] - mx, m1 = s1 / sum, v = s2 / sum - m1 * m1;
-        total += log(sum) - beta * d_y;
-        grad += m1 - d_y;
-        var += v > 0.0 ? v : 0.0;
+    if (f32) {
+        nll_typed(scores, 1, labels, rows, k, beta, sums);
+    }
+    else {
+        nll_typed(scores, 0, labels, rows, k, beta, sums);
     }
     Py_END_ALLOW_THREADS
-    PyMem_RawFree(buf);
     double *out = (double *)b_out->buf;
-    out[0] += total;
-    out[1] += grad;
-    out[2] += var;
+    out[0] += sums[0];
+    out[1] += sums[1];
+    out[2] += sums[2];
     release(&s);
     Py_RETURN_NONE;
 fail:

@@ -40,6 +40,7 @@ __all__ = [
     "add_bin_sums",
     "class_bin_statistics",
     "torch_bin_sums",
+    "torch_class_bin_sums",
 ]
 
 
@@ -251,13 +252,18 @@ class BinStats:
             {
                 "lower": float(self.edges[b]),
                 "upper": float(self.edges[b + 1]),
-                "count": int(self.count[b]),
+                "count": _count(self.count[b]),
                 "mean_confidence": opt(conf[b]),
                 "accuracy": opt(acc[b]),
                 "gap": opt(gap[b]),
             }
             for b in range(self.n_bins)
         ]
+
+
+def _count(count) -> int | float:
+    """A bin's count as JSON holds it: an int, or the float Σw of weighted samples that is no whole number."""
+    return int(count) if float(count).is_integer() else float(count)
 
 
 @dataclass(frozen=True)
@@ -357,11 +363,18 @@ def class_bin_statistics(p, labels, edges, *, lowest_closed: bool = True, ops=No
 
 def _class_bins_torch(ops, p, labels, edges, lowest_closed: bool) -> tuple:
     """The dense (count, Σp, Σy) of :func:`class_bin_statistics` for a torch tensor, as numpy arrays."""
-    torch = ops.torch
-    idx = assign_bins(p, edges, lowest_closed=lowest_closed)
-    is_label = ops.arange(p.shape[1])[None, :] == labels[:, None]
-    count, sum_p, sum_y = torch_bin_sums(idx, p, is_label, np.asarray(edges).shape[0] - 1)
+    count, sum_p, sum_y = torch_class_bin_sums(p, labels, edges, lowest_closed=lowest_closed)
     return ops.to_numpy(count).astype(np.int64), ops.to_numpy(sum_p), ops.to_numpy(sum_y)
+
+
+def torch_class_bin_sums(p, labels, edges, *, lowest_closed: bool = True) -> tuple:
+    """The dense (K, M) count, Σp and Σ[y = k] of :func:`class_bin_statistics` for a torch ``p``
+    (rows, K) and int64 ``labels``, left on their device (:func:`torch_bin_sums`)."""
+    import torch
+
+    idx = assign_bins(p, edges, lowest_closed=lowest_closed)
+    is_label = torch.arange(p.shape[1], device=p.device)[None, :] == labels[:, None]
+    return torch_bin_sums(idx, p, is_label, len(edges) - 1)
 
 
 def torch_bin_sums(idx, values, targets, m: int) -> tuple:

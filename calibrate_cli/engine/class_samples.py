@@ -26,11 +26,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..data.predictions import row_chunks
+from ..data.probabilities import to_probabilities
+from ..errors import InputError
 from .binning import uniform_edges
 
 __all__ = [
-    "ClassSorted", "ClassSamples", "edge_ranks", "ace_gaps", "classwise_width_sums", "classwise_ks", "sort_classes",
+    "CLASS_SORTED_MAX_VALUES", "ClassSorted", "ClassSamples", "edge_ranks", "ace_gaps", "check_class_sorted_size",
+    "classwise_width_sums", "classwise_ks", "probabilities_by_rows", "sort_classes", "sort_classes_of",
 ]
+
+#: the most probabilities (N × K) whose classes are sorted: 20 bytes each (the sample order, p and
+#: [y = k]; 5.4 GB at the limit). These metrics need every p_ik at once, so beyond it they are refused.
+CLASS_SORTED_MAX_VALUES = 1 << 28
 
 
 def edge_ranks(n: int, n_bins: int) -> np.ndarray:
@@ -53,18 +61,59 @@ class ClassSorted:
     hit: np.ndarray
 
 
-def sort_classes(probs: np.ndarray, labels: np.ndarray) -> ClassSorted:
-    """:class:`ClassSorted` of ``probs`` (N, K) and ``labels`` (N,): one stable sort per class."""
-    n, k = probs.shape
+def check_class_sorted_size(n: int, k: int) -> None:
+    """Refuse, before any work, N × K probabilities beyond :data:`CLASS_SORTED_MAX_VALUES` (one line,
+    not an out-of-memory)."""
+    if n * k > CLASS_SORTED_MAX_VALUES:
+        raise InputError(
+            f"ACE and the classwise RMS-CE and KS-CE sort every class's probabilities: N × K = {n:,} × {k:,} "
+            f"would take {20 * n * k / 1e9:.1f} GB, beyond calib's limit of {CLASS_SORTED_MAX_VALUES:,} values; "
+            "compute them on fewer samples"
+        )
+
+
+def probabilities_by_rows(scores, input_kind: str, *, dtype=np.float64) -> np.ndarray:
+    """The (N, K) probabilities of ``scores`` (an array or a row reader: bfloat16, scaled logits) in
+    ``dtype``, made a row chunk at a time (:func:`~calibrate_cli.data.probabilities.to_probabilities`
+    per chunk: the same values, with no widened copy of the scores and no whole-array temporaries)."""
+    n, k = scores.shape
+    out = np.empty((n, k), dtype=dtype)
+    for rows in row_chunks(n, k):
+        out[rows] = to_probabilities(scores[rows], input_kind, dtype=dtype)
+    return out
+
+
+def _sorted(p: np.ndarray, labels) -> ClassSorted:
+    """:class:`ClassSorted` of the (K, N) float64 probabilities ``p``, sorted in place class by class."""
+    k, n = p.shape
     order = np.empty((k, n), dtype=np.int32 if n < 2**31 else np.int64)
-    p = np.empty((k, n), dtype=np.float64)
     hit = np.empty((k, n), dtype=np.float64)
     labels = np.asarray(labels)
     for c in range(k):
-        column = np.asarray(probs[:, c], dtype=np.float64)
-        order[c] = np.argsort(column, kind="stable")
-        p[c], hit[c] = column[order[c]], labels[order[c]] == c
+        order[c] = np.argsort(p[c], kind="stable")
+        p[c], hit[c] = p[c][order[c]], labels[order[c]] == c
     return ClassSorted(order, p, hit)
+
+
+def sort_classes(probs: np.ndarray, labels: np.ndarray) -> ClassSorted:
+    """:class:`ClassSorted` of ``probs`` (N, K) and ``labels`` (N,): one stable sort per class."""
+    n, k = probs.shape
+    check_class_sorted_size(n, k)
+    p = np.empty((k, n), dtype=np.float64)
+    for rows in row_chunks(n, k):
+        p[:, rows] = np.asarray(probs[rows], dtype=np.float64).T
+    return _sorted(p, labels)
+
+
+def sort_classes_of(scores, labels: np.ndarray, input_kind: str) -> ClassSorted:
+    """:func:`sort_classes` of the float64 probabilities of ``scores`` (logits: their softmax), each
+    row chunk's written straight into the classes' rows: no (N, K) probability array beside them."""
+    n, k = scores.shape
+    check_class_sorted_size(n, k)
+    p = np.empty((k, n), dtype=np.float64)
+    for rows in row_chunks(n, k):
+        p[:, rows] = to_probabilities(scores[rows], input_kind).T
+    return _sorted(p, labels)
 
 
 @dataclass(frozen=True)

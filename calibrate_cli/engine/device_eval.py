@@ -17,9 +17,8 @@ elsewhere (CPU tensors, ``CALIB_TORCH_COMPILE=0``) it runs eagerly.
 
 AdaECE's edges (:func:`~calibrate_cli.engine.binning.equal_mass_edges_of`, the reference code's
 ``histedges_equalN``) need about 2(M + 1) order statistics of the N confidences:
-:func:`order_statistics_on_device` selects them exactly without sorting the N values (brackets from
-a strided sample verified by one counting pass; else a histogram of the float64 bit patterns, which
-order non-negative doubles as integers, refining only the buckets that hold a wanted rank).
+:func:`order_statistics_on_device` selects them exactly on the device without sorting the N values
+(:func:`~calibrate_cli.engine.sorting.order_statistics`, the one selection for numpy and torch).
 
 Agreement with the numpy engine: torch's ``exp``/``log`` and its summation orders may differ from
 the C library's and numpy's in the last bit, so every metric agrees with
@@ -36,15 +35,17 @@ from dataclasses import fields
 
 import numpy as np
 
-from .binning import S99_THRESHOLD, assign_bins, equal_mass_edges_of, torch_bin_sums, uniform_edges
+from .binning import (S99_THRESHOLD, assign_bins, equal_mass_edges_of, torch_bin_sums, torch_class_bin_sums,
+                      uniform_edges)
 from .devices import TorchOps
 from .rows import row_stats
+from .sorting import order_statistics
 from ..errors import InputError
-from ..metrics.registry import BinSums, MetricSums, metric_values, sums_needed, METRICS
+from ..metrics.registry import BinSums, MetricSums, WeightedSamples, metric_values, sums_needed, METRICS
 from ..metrics.functional import DEFAULT_N_BINS
 from ..data.predictions import PROBS_SUM_TOLERANCE, probs_sum_tolerance
 
-__all__ = ["DEVICE_METRICS", "device_metric_sums", "device_metrics", "order_statistics_on_device"]
+__all__ = ["DEVICE_EXTRAS", "DEVICE_METRICS", "device_metric_sums", "device_metrics", "host_metric_sums", "order_statistics_on_device"]
 
 #: the sums the device pass produces; a metric is available on the device when it needs no other
 DEVICE_SUMS = frozenset(f.name for f in fields(MetricSums)) - {
@@ -52,22 +53,20 @@ DEVICE_SUMS = frozenset(f.name for f in fields(MetricSums)) - {
 }
 #: the metrics :func:`device_metrics` computes (the top-label ones of the registry, in report order)
 DEVICE_METRICS = tuple(spec.name for spec in METRICS if spec.by_default and spec.needs <= DEVICE_SUMS)
+#: the default metrics the pass makes when asked, besides: classwise-ECE from per-class cells on the
+#: device, KS-CE and SmoothECE from the confidences sorted there (read by the registry on the host)
+DEVICE_EXTRAS = tuple(spec.name for spec in METRICS
+                      if spec.by_default and spec.needs <= DEVICE_SUMS | {"classwise_gap", "samples"}
+                      and spec.name not in DEVICE_METRICS)
 
 #: values per row chunk: compiled (CUDA), where nothing of (rows × K) is materialised, and eager, where
 #: each float64 temporary is 8 bytes a value. Constants: results never depend on the device's memory.
 COMPILED_CHUNK_VALUES = 1 << 28
 EAGER_CHUNK_VALUES = 1 << 22
-#: order statistics: histogram buckets per refinement (bits of the bucket index), and the size under
-#: which a set of values is simply sorted
-SELECT_BUCKET_BITS = 16
-SELECT_SORT_LIMIT = 1 << 20
-#: above this many values the wanted ranks are first bracketed from a strided sample of about
-#: SELECT_SAMPLE values, SELECT_MARGIN sample positions either side (≈ 6σ of a random sample's rank)
-SELECT_BRACKET_MIN = 1 << 24
-SELECT_SAMPLE = 1 << 22
-SELECT_MARGIN = 6144
 #: CALIB_TORCH_COMPILE=0 runs the eager pass on CUDA too (no torch.compile)
 COMPILE_ENV = "CALIB_TORCH_COMPILE"
+#: threads copying a block of a host array into a page-locked buffer (the file's pages are read there)
+HOST_COPY_THREADS = 4
 
 
 def device_metrics(scores, labels, *, input_kind: str | None = None, n_bins: int = DEFAULT_N_BINS,
@@ -78,18 +77,19 @@ def device_metrics(scores, labels, *, input_kind: str | None = None, n_bins: int
 
     ``scores``: (N, K) logits or probabilities (``input_kind``), or (N,) binary log-odds / p(class 1),
     any float dtype; ``labels``: (N,) integer class indices on the same device. ``metrics``: a subset
-    of :data:`DEVICE_METRICS` (default: all of them); the sums the others need are not computed.
+    of :data:`DEVICE_METRICS` and :data:`DEVICE_EXTRAS` (default: all of DEVICE_METRICS); the sums the
+    others need are not computed.
 
     >>> logits = model(x).detach()                                # doctest: +SKIP
     >>> calib.device_metrics(logits, y, metrics=["ece", "nll"])   # doctest: +SKIP
     {'ece': 0.0123..., 'nll': 0.351...}
     """
     names = list(DEVICE_METRICS if metrics is None else metrics)
-    unknown = [name for name in names if name not in DEVICE_METRICS]
+    unknown = [name for name in names if name not in DEVICE_METRICS + DEVICE_EXTRAS]
     if unknown:
         raise InputError(
-            f"device_metrics computes {', '.join(DEVICE_METRICS)}; not {', '.join(map(str, unknown))} "
-            "(classwise and sorted-sample metrics: calibrate_cli.evaluate on numpy arrays)"
+            f"device_metrics computes {', '.join(DEVICE_METRICS + DEVICE_EXTRAS)}; not {', '.join(map(str, unknown))} "
+            "(the opt-in classwise metrics: calibrate_cli.evaluate on numpy arrays)"
         )
     sums = device_metric_sums(scores, labels, input_kind=input_kind, n_bins=n_bins, names=names)
     values = metric_values(sums, names)
@@ -105,22 +105,62 @@ def device_metric_sums(scores, labels, *, input_kind: str | None = None, n_bins:
 
     x, y, is_logits = _checked(torch, scores, labels, input_kind)
     n, k = x.shape
+    rows = _rows_per_chunk(x.device, k)
+    blocks = ((start, x[start:start + rows], y[start:start + rows]) for start in range(0, n, rows))
+    bad_rows = lambda: ((~torch.isfinite(x)).any(dim=1).cpu().numpy(), bool(torch.isnan(x).any()))  # noqa: E731
+    return _pass_sums(torch, blocks, x.device, n, k, _numpy_dtype(x.dtype), is_logits, n_bins, names, bad_rows)[0]
+
+
+def host_metric_sums(scores: np.ndarray, labels: np.ndarray, *, device: str = "cuda", is_logits: bool = True,
+                     n_bins: int = DEFAULT_N_BINS, names=None) -> tuple[MetricSums, np.ndarray | None]:
+    """(:func:`device_metric_sums`, AdaECE's edges | None) of host arrays (a memory-mapped file's too) on the torch ``device``:
+    the rows move there a block at a time through two page-locked buffers, the copy of one block
+    overlapping the pass over the one before, and only the sufficient sums come back. ``scores``:
+    validated (N, K) floats; ``labels``: (N,) class indices in [0, K). ``names`` may also ask for
+    classwise-ECE (per-class cells on the device) and the sorted-sample metrics (KS-CE, SmoothECE: the
+    confidences sorted on the device, then read by the registry on the host)."""
+    import torch
+
+    dev = torch.device(device)
+    n, k = scores.shape
+    blocks = _host_blocks(torch, scores, labels, dev, _rows_per_chunk(dev, k))
+    bad_rows = lambda: (~np.isfinite(scores).all(axis=1), bool(np.isnan(scores).any()))  # noqa: E731
+    return _pass_sums(torch, blocks, dev, n, k, scores.dtype, is_logits, n_bins, names, bad_rows)
+
+
+def _rows_per_chunk(device, k: int) -> int:
+    compiled = _compiled_pass(device) is not None
+    return max(1, (COMPILED_CHUNK_VALUES if compiled else EAGER_CHUNK_VALUES) // k)
+
+
+def _pass_sums(torch, blocks, device, n: int, k: int, score_dtype, is_logits: bool, n_bins: int, names,
+               bad_rows) -> tuple[MetricSums, np.ndarray | None]:
+    """(MetricSums, AdaECE's edges | None) of the row blocks ``blocks`` ((start, scores, labels) on ``device``, in order):
+    the chunk pass, AdaECE's edges selected on the device, the classwise cells and the sorted samples
+    when ``names`` asks for them. ``bad_rows()``: (mask of non-finite rows, any NaN), for the error."""
     m = int(n_bins)
     needed = sums_needed(DEVICE_METRICS if names is None else names)
     width_edges = uniform_edges(m)  # also checks n_bins
-    d_edges = torch.as_tensor(width_edges, dtype=torch.float64, device=x.device)
-    keep = "mass" in needed
-    tolerance = float(probs_sum_tolerance(np.empty(0, dtype=_numpy_dtype(x.dtype))))
-    compiled = _compiled_pass(x.device)
+    d_edges = torch.as_tensor(width_edges, dtype=torch.float64, device=device)
+    keep = bool(needed & {"mass", "samples"})
+    tolerance = float(probs_sum_tolerance(np.empty(0, dtype=score_dtype)))
+    compiled = _compiled_pass(device)
     bin_sums = compiled[1] if compiled else _bin_sums
-    conf, correct, totals = _chunked_pass(torch, x, y, d_edges, compiled, is_logits, keep, tolerance)
-    _raise_for_bad_rows(torch, x, totals, is_logits, tolerance)
+    conf, correct, totals, cells = _chunked_pass(torch, blocks, n, k, device, d_edges, compiled, is_logits, keep,
+                                                 tolerance, classwise="classwise_gap" in needed)
+    _raise_for_bad_rows(totals, bad_rows, is_logits, tolerance)
 
-    mass = None
-    if keep:
+    mass = samples = gap = edges = None
+    if "mass" in needed:
         edges = equal_mass_edges_of(n, m, lambda ranks: order_statistics_on_device(conf, ranks))
-        count, sum_conf, sum_correct = bin_sums(conf, correct, torch.as_tensor(edges, device=x.device))
+        count, sum_conf, sum_correct = bin_sums(conf, correct, torch.as_tensor(edges, device=device))
         mass = BinSums(count.cpu().numpy()[None], sum_conf.cpu().numpy()[None], sum_correct.cpu().numpy()[None])
+    if "samples" in needed:  # ascending confidence; the order within ties is free (unit weights)
+        sorted_conf, order = torch.sort(conf)
+        samples = WeightedSamples(sorted_conf.cpu().numpy(), correct[order].cpu().numpy(), None)
+        del sorted_conf, order
+    if cells is not None:
+        gap = (cells[2] - cells[1])[None]  # Σ([y = k] − p_k) per (class, bin)
     one = lambda v: np.array([v], dtype=np.float64)  # noqa: E731
     nll_sum, nll_scale = totals["nll_sum"], 1.0
     if math.isinf(nll_sum):  # finite terms whose sum overflows: their sum divided by N
@@ -138,35 +178,110 @@ def device_metric_sums(scores, labels, *, input_kind: str | None = None, n_bins:
         top5=one(totals["top5"]) if k > 5 else None,
         s99=one(totals["s99"]),
         s99_correct=one(totals["s99_correct"]),
-    )
+        classwise_gap=gap,
+        samples=samples,
+    ), edges
 
 
 # ------------------------------------------------------------------------------------------ the pass
 
 
-def _chunked_pass(torch, x, y, edges, compiled, is_logits: bool, keep: bool, tolerance: float):
-    """(conf, correct, totals) from :func:`_chunk_sums` over row chunks (compiled on CUDA, else eager)."""
-    n, k = x.shape
+def _chunked_pass(torch, blocks, n: int, k: int, device, edges, compiled, is_logits: bool, keep: bool,
+                  tolerance: float, classwise: bool = False):
+    """(conf, correct, totals, classwise cells | None) from :func:`_chunk_sums` over the row blocks
+    (compiled on CUDA, else eager); the cells (count, Σp, Σy), each (K, M) numpy, when ``classwise``."""
     m = edges.shape[0] - 1
     chunk_sums = compiled[0] if compiled else _chunk_sums
-    rows_per_chunk = max(1, (COMPILED_CHUNK_VALUES if compiled else EAGER_CHUNK_VALUES) // k)
-    ops = TorchOps(x.device)
-    conf = torch.empty(n, dtype=torch.float64, device=x.device) if keep else None
-    correct = torch.empty(n, dtype=torch.bool, device=x.device) if keep else None
-    ints, floats = [], []
-    for start in range(0, n, rows_per_chunk):
-        stop = min(n, start + rows_per_chunk)
-        c_conf, c_correct, c_ints, c_floats = chunk_sums(
-            ops, x[start:stop], y[start:stop], edges, is_logits=is_logits, top5=k > 5, n=n, tolerance=tolerance,
-        )
+    ops = TorchOps(device)
+    conf = torch.empty(n, dtype=torch.float64, device=device) if keep else None
+    correct = torch.empty(n, dtype=torch.bool, device=device) if keep else None
+    ints, floats, class_cells = [], [], []
+    for start, x, y in blocks:
+        stop = start + x.shape[0]
+        options = dict(is_logits=is_logits, top5=k > 5, n=n, tolerance=tolerance, classwise=classwise)
+        c_conf, c_correct, c_ints, c_floats, c_cells = _run_chunk(chunk_sums, ops, x, y, edges, options)
         if keep:
             conf[start:stop] = c_conf
             correct[start:stop] = c_correct
         ints.append(c_ints)
         floats.append(c_floats)
+        if classwise:
+            class_cells.append(torch.stack([c.to(torch.float64) for c in c_cells]))
     int_sums = torch.stack(ints).sum(dim=0).cpu().numpy()  # chunk totals added in chunk order
     float_sums = torch.stack(floats).sum(dim=0).cpu().numpy()
-    return conf, correct, _unpack(int_sums, float_sums, m)
+    cells = None
+    if classwise:
+        count, sum_p, sum_y = torch.stack(class_cells).sum(dim=0).cpu().numpy()
+        cells = (count.astype(np.int64), sum_p, sum_y)
+    return conf, correct, _unpack(int_sums, float_sums, m), cells
+
+
+def _run_chunk(chunk_sums, ops, x, y, edges, options: dict):
+    """``chunk_sums`` on one block. The pass with the classwise cells runs eagerly: inductor's Triton
+    code generator refused its float64 split reductions on large blocks (torch 2.11; docs/performance.md).
+    Where the compiled pass fails otherwise, the eager :func:`_chunk_sums` from then
+    on: the same definition, the same numbers."""
+    if chunk_sums is _chunk_sums or options["classwise"] or _COMPILED.get(("failed", options["classwise"])):
+        return _chunk_sums(ops, x, y, edges, **options)
+    try:
+        return chunk_sums(ops, x, y, edges, **options)
+    except Exception as exc:  # noqa: BLE001  (only the compiler's own errors fall back)
+        if not type(exc).__module__.startswith(("torch._dynamo", "torch._inductor", "triton")):
+            raise
+        _COMPILED[("failed", options["classwise"])] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+        return _chunk_sums(ops, x, y, edges, **options)
+
+
+def _host_blocks(torch, scores: np.ndarray, labels: np.ndarray, device, rows: int):
+    """(start, scores, labels) row blocks of host arrays on ``device``. On CUDA each block is copied
+    into one of two page-locked buffers (by a few threads: the file's pages are read there) and sent
+    by a side stream; the pass over block i runs while block i + 1 is read and sent, and a buffer is
+    refilled only after the pass that read it. Elsewhere (a CPU torch device) plain copies."""
+    n, k = scores.shape
+    if device.type != "cuda":
+        for start in range(0, n, rows):
+            yield (start, torch.from_numpy(np.array(scores[start:start + rows])).to(device),  # a copy: writeable
+                   torch.from_numpy(np.array(labels[start:start + rows], dtype=np.int64)).to(device))
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    rows = min(rows, n)
+    dtype = torch.from_numpy(np.empty(0, dtype=scores.dtype)).dtype
+    host_x = [torch.empty((rows, k), dtype=dtype, pin_memory=True) for _ in range(2)]
+    host_y = [torch.empty(rows, dtype=torch.int64, pin_memory=True) for _ in range(2)]
+    dev_x = [torch.empty((rows, k), dtype=dtype, device=device) for _ in range(2)]
+    dev_y = [torch.empty(rows, dtype=torch.int64, device=device) for _ in range(2)]
+    sent = [None, None]  # a buffer's copy to the device, done
+    used = [None, None]  # the pass over a device buffer, done
+    side = torch.cuda.Stream(device)
+    main = torch.cuda.current_stream(device)
+    parts = HOST_COPY_THREADS
+
+    def fill(slot: int, start: int, stop: int) -> None:
+        out_x, out_y = host_x[slot].numpy(), host_y[slot].numpy()
+        bounds = np.linspace(start, stop, parts + 1).astype(np.int64)
+        list(pool.map(lambda i: np.copyto(out_x[bounds[i] - start:bounds[i + 1] - start],
+                                          scores[bounds[i]:bounds[i + 1]]), range(parts)))
+        out_y[:stop - start] = labels[start:stop]
+
+    with ThreadPoolExecutor(parts) as pool:
+        for i, start in enumerate(range(0, n, rows)):
+            slot, stop = i % 2, min(n, start + rows)
+            if sent[slot] is not None:
+                sent[slot].synchronize()  # the page-locked buffer's last copy has left
+            fill(slot, start, stop)
+            with torch.cuda.stream(side):
+                if used[slot] is not None:
+                    side.wait_event(used[slot])  # the device buffer's last pass is over
+                x = dev_x[slot][:stop - start]
+                y = dev_y[slot][:stop - start]
+                x.copy_(host_x[slot][:stop - start], non_blocking=True)
+                y.copy_(host_y[slot][:stop - start], non_blocking=True)
+                sent[slot] = side.record_event()
+            main.wait_event(sent[slot])
+            yield start, x, y
+            used[slot] = main.record_event()
+    torch.cuda.current_stream(device).synchronize()
 
 
 def _bin_sums(conf, correct, edges):
@@ -178,7 +293,7 @@ def _bin_sums(conf, correct, edges):
     return count[0], sum_conf[0], sum_correct[0]
 
 
-def _chunk_sums(ops, x, y, edges, *, is_logits: bool, top5: bool, n: int, tolerance: float):
+def _chunk_sums(ops, x, y, edges, *, is_logits: bool, top5: bool, n: int, tolerance: float, classwise: bool = False):
     """One row chunk: (conf, correct, int sums, float sums), the per-row quantities from
     :func:`~calibrate_cli.engine.rows.row_stats` (``ops``: the tensors' namespace). The int sums:
     width-bin counts (M), bin #correct (M), #correct, #top-5, #infinite NLL, #s99, #s99 correct, #rows
@@ -208,7 +323,8 @@ def _chunk_sums(ops, x, y, edges, *, is_logits: bool, top5: bool, n: int, tolera
         ]).to(int64),
     ])
     floats = torch.cat([sum_conf, torch.stack([conf.sum(), finite_nll.sum(), (finite_nll / n).sum(), brier.sum()])])
-    return conf, correct, ints, floats
+    cells = torch_class_bin_sums(p, y, edges) if classwise else None
+    return conf, correct, ints, floats, cells
 
 
 def _unpack(ints: np.ndarray, floats: np.ndarray, m: int) -> dict:
@@ -221,13 +337,12 @@ def _unpack(ints: np.ndarray, floats: np.ndarray, m: int) -> dict:
     return out
 
 
-def _raise_for_bad_rows(torch, x, totals: dict, is_logits: bool, tolerance: float) -> None:
-    """One-line errors for what the pass counted: non-finite scores, probabilities that are not."""
+def _raise_for_bad_rows(totals: dict, bad_rows, is_logits: bool, tolerance: float) -> None:
+    """One-line errors for what the pass counted: non-finite scores (``bad_rows()``: the (N,) mask of
+    rows holding one and whether a NaN is among them, made only here), probabilities that are not."""
     if totals["non_finite"]:
-        bad = (~torch.isfinite(x)).any(dim=1)
-        row = int(torch.argmax(bad.to(torch.int8)))
-        what = "NaN" if bool(torch.isnan(x).any()) else "Inf"
-        raise InputError(f"scores contain {what} (first at row {row})")
+        mask, has_nan = bad_rows()
+        raise InputError(f"scores contain {'NaN' if has_nan else 'Inf'} (first at row {int(np.argmax(mask))})")
     if not is_logits and totals["bad_probs"]:
         raise InputError(
             f"probability rows must lie in [0, 1] and sum to 1 (±{tolerance:.3g}): {int(totals['bad_probs'])} rows do "
@@ -301,110 +416,5 @@ def _compiled_pass(device):
 
 # ------------------------------------------------------------------------------- order statistics
 
-
-def order_statistics_on_device(values, ranks) -> np.ndarray:
-    """``sort(values)[ranks]`` of a 1-D float64 tensor of non-negative values, exactly, without sorting
-    the N values: as :func:`calibrate_cli.engine.sorting.order_statistics`, for a device.
-
-    Above :data:`SELECT_BRACKET_MIN` values the ranks are first bracketed from a strided sample
-    (:func:`_select_bracketed`); where a bracket misses its rank, or for fewer values, the histogram:
-    non-negative doubles are ordered as their int64 bit patterns. A set of bit patterns in [lo, hi] is
-    counted into 2^:data:`SELECT_BUCKET_BITS` buckets b = (v − lo) >> s (integer counts, exact); the
-    members of the buckets that hold a wanted rank are gathered (grouped by bucket) and each group is
-    refined the same way, or sorted once it holds at most :data:`SELECT_SORT_LIMIT` values. A group's
-    span shrinks by 2^SELECT_BUCKET_BITS a round, so at most ⌈63 / SELECT_BUCKET_BITS⌉ rounds."""
-    import torch
-
-    ranks = np.asarray(ranks, dtype=np.int64)
-    n = values.shape[0]
-    if ranks.size and (ranks.min() < 0 or ranks.max() >= n):
-        raise ValueError(f"ranks must lie in [0, {n})")
-    values = values.to(torch.float64) + 0.0  # + 0.0: −0.0 becomes +0.0
-    wanted = np.unique(ranks)
-    found = _select_bracketed(torch, values, wanted) if n > SELECT_BRACKET_MIN else None
-    if found is None:  # small, or a bracket missed its rank: the histogram of the bit patterns
-        bits = _select_bits(torch, values.view(torch.int64), wanted)
-        found = torch.as_tensor(bits, dtype=torch.int64).view(torch.float64).numpy()
-    return found[np.searchsorted(wanted, ranks)]
-
-
-def _select_bracketed(torch, values, wanted: np.ndarray) -> np.ndarray | None:
-    """The values of ascending ranks ``wanted`` among ``values``, or None when a bracket missed.
-
-    A strided sample, sorted, brackets each wanted rank r by the sample values SELECT_MARGIN positions
-    either side of r·s/N; the brackets, merged into disjoint closed intervals [L_i, H_i], are counted in
-    one pass (``bucketize`` on the edges −inf, L_0⁻, H_0, L_1⁻, H_1, …, +inf, L⁻ the double below L, then
-    integer ``bincount``): #below_i and #inside_i exactly. Each rank must fall inside its interval's
-    counts (else None: the caller selects another way); then only the members of those intervals are
-    gathered and sorted, and rank r is member r − #below_i of its interval. Exact whatever the order
-    of the values: a biased sample only costs the fallback."""
-    n = values.shape[0]
-    step = max(1, n // SELECT_SAMPLE)
-    sample = torch.sort(values[::step]).values
-    s = sample.shape[0]
-    centre = wanted.astype(np.float64) * s / n
-    lo = np.floor(centre).astype(np.int64) - SELECT_MARGIN
-    hi = np.ceil(centre).astype(np.int64) + SELECT_MARGIN
-    at = torch.as_tensor(np.concatenate([np.clip(lo, 0, s - 1), np.clip(hi, 0, s - 1)]), device=values.device)
-    picked = sample[at].cpu().numpy()
-    low = np.where(lo < 0, -np.inf, np.nextafter(picked[: wanted.shape[0]], -np.inf))  # (L⁻, H] = [L, H]
-    high = np.where(hi > s - 1, np.inf, picked[wanted.shape[0]:])
-    intervals = []  # disjoint (low, high], ascending
-    for a, b in sorted(zip(low, high)):
-        if intervals and a <= intervals[-1][1]:
-            intervals[-1][1] = max(intervals[-1][1], b)
-        else:
-            intervals.append([a, b])
-    edges = np.concatenate([[-np.inf], np.ravel(intervals), [np.inf]])
-    edges = np.unique(edges)  # −inf and +inf may already be bracket ends
-    d_edges = torch.as_tensor(edges, device=values.device)
-    position = torch.bucketize(values, d_edges, right=False)  # #{e_j < v}: v in (e_p−1, e_p]
-    counts = torch.bincount(position, minlength=edges.shape[0] + 1).cpu().numpy()
-    below = np.concatenate([[0], np.cumsum(counts)])  # below[p]: #values in bins before p
-    # the bin of each interval: p with e_p−1 = its low end
-    interval_bins = np.searchsorted(edges, [a for a, _ in intervals], side="left") + 1
-    first = below[interval_bins]
-    last = first + counts[interval_bins]
-    owner = np.searchsorted(last, wanted, side="right")
-    if (owner >= len(intervals)).any() or (wanted < first[np.minimum(owner, len(intervals) - 1)]).any():
-        return None
-    needed = np.unique(owner)
-    is_needed = torch.zeros(edges.shape[0] + 1, dtype=torch.bool, device=values.device)
-    is_needed[torch.as_tensor(interval_bins[needed], device=values.device)] = True
-    members = torch.sort(values[is_needed[position]]).values
-    sizes = counts[interval_bins[needed]]
-    offset = dict(zip(needed.tolist(), np.concatenate([[0], np.cumsum(sizes)[:-1]]).tolist()))
-    at_members = np.array([offset[o] for o in owner.tolist()]) + wanted - first[owner]
-    return members[torch.as_tensor(at_members, device=values.device)].cpu().numpy()
-
-
-def _select_bits(torch, bits, wanted: np.ndarray) -> np.ndarray:
-    """The int64 values of ascending ranks ``wanted`` (sorted, unique) among ``bits``."""
-    if bits.shape[0] <= SELECT_SORT_LIMIT:
-        return torch.sort(bits).values[torch.as_tensor(wanted, device=bits.device)].cpu().numpy()
-    lo, hi = (int(v) for v in torch.aminmax(bits))
-    if lo == hi:
-        return np.full(wanted.shape[0], lo, dtype=np.int64)
-    shift = max(0, (hi - lo).bit_length() - SELECT_BUCKET_BITS)
-    bucket = (bits - lo) >> shift
-    count_d = torch.bincount(bucket, minlength=((hi - lo) >> shift) + 1)
-    count = count_d.cpu().numpy()
-    ends = np.cumsum(count)
-    which = np.searchsorted(ends, wanted, side="right")
-    chosen = np.unique(which)
-    starts = ends - count
-    # the members of the chosen buckets, grouped by bucket (a stable sort on the small bucket index)
-    is_chosen = torch.zeros(count.shape[0], dtype=torch.bool, device=bits.device)
-    is_chosen[torch.as_tensor(chosen, device=bits.device)] = True
-    keep = is_chosen[bucket]
-    members = bits[keep]
-    order = torch.sort(bucket[keep], stable=True).indices
-    members = members[order]
-    out = np.empty(wanted.shape[0], dtype=np.int64)
-    offset = 0
-    for c in chosen:
-        size = int(count[c])
-        here = which == c
-        out[here] = _select_bits(torch, members[offset:offset + size], wanted[here] - starts[c])
-        offset += size
-    return out
+#: ``sort(values)[ranks]`` of a tensor, selected on its device: the one selection (sorting.py)
+order_statistics_on_device = order_statistics

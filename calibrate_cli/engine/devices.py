@@ -65,7 +65,7 @@ def resolve_device(device: str) -> str:
     torch_device = _torch_device(device)
     if torch_device is None:
         return "cpu"
-    return "cuda" if torch_device.type == "cuda" else "torch-cpu"
+    return "cuda" if device == "auto" else device
 
 
 def array_ops(device: str) -> "NumpyOps | TorchOps":
@@ -146,7 +146,7 @@ class TorchOps(NumpyOps):
 
         self.torch = torch
         self.device = device
-        self.name = "cuda" if device.type == "cuda" else "torch-cpu"
+        self.name = "torch-cpu" if device.type == "cpu" else device.type
 
     def asarray(self, a):
         return self.torch.as_tensor(np.ascontiguousarray(a), device=self.device)

@@ -4,9 +4,10 @@ compiler is found; optional). Each function here takes numpy arrays, makes them 
 read (C-contiguous, the expected dtypes) and calls them; callers check :data:`HAVE_CKERNEL` (or
 :func:`rows_run`) first and otherwise run their numpy code, which defines the results.
 
-The loops are scalar, with the C library's ``exp`` and ``log`` and float64 sums in index order: they
-agree with the numpy definitions within tests/libm.py's contract (numpy sums pairwise and may use
-its own SIMD ``exp``), and give the same bits for any split of the rows into chunks.
+The loops are plain C that the compiler vectorises (``#pragma omp simd``; glibc's vector ``exp`` where
+GCC builds on glibc, else the C library's), with float64 sums whose order is fixed by the row alone:
+they agree with the numpy definitions within tests/libm.py's contract, and give the same bits for
+any split of the rows into chunks.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ evaluated at the end of each run of ties, SmoothECE adds each sample's share to 
 
 :func:`order_statistics` gives the few order statistics AdaECE's edges read (``np.sort(v)[r]`` for
 given ranks r) without sorting or copying the N values: bucket counts over the values' range, then
-only the values of the buckets that hold a wanted rank (exact, O(N), memory ∝ those buckets).
+only the values of the buckets that hold a wanted rank (exact, O(N), memory ∝ those buckets). The
+one definition for numpy arrays and torch tensors (a GPU's confidences stay there).
 
 :class:`PairwiseSum` reproduces numpy's pairwise summation (``pairwise_sum`` in
 numpy/_core/src/umath/loops_utils.h.src: blocks of ≤ 128 values summed with 8 accumulators, longer
@@ -113,47 +114,48 @@ def sort_packed(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 #: buckets per counting pass of :func:`order_statistics`, and the most values it gathers to sort
 SELECT_BUCKETS, SELECT_GATHER = 1 << 16, 1 << 20
+#: values per piece of a selection pass over a torch tensor (bounded temporaries on the device)
+DEVICE_PIECE = 1 << 24
 
 
-def order_statistics(values: np.ndarray, ranks) -> np.ndarray:
-    """``np.sort(values)[ranks]`` (float64 values, finite; ranks in [0, N)), exactly, without sorting
-    or copying the N values: the selection AdaECE's edges need (:func:`~calibrate_cli.engine.binning.equal_mass_edges`).
+def order_statistics(values, ranks) -> np.ndarray:
+    """``np.sort(values)[ranks]`` (finite values; ranks in [0, N)), exactly, without sorting or
+    copying the N values: the selection AdaECE's edges need
+    (:func:`~calibrate_cli.engine.binning.equal_mass_edges_of`). ``values``: a numpy array, or a torch
+    tensor, selected where it lives (only the wanted values come back, as float64 numpy).
 
     A set of values is kept as the closed range [lo, hi] of its smallest and largest member (every
     value in that range is a member) and the number of values below it. A pass counts the members
-    per bucket b = ⌊(v − lo)·B/(hi − lo)⌋ (B = :data:`SELECT_BUCKETS`), a non-decreasing function of
+    per bucket b = min(⌊(v − lo)·B/(hi − lo)⌋, B − 1) (B = :data:`SELECT_BUCKETS`), non-decreasing in
     v, so each bucket's members are again a closed range of values, all above the previous buckets'.
     A second pass gathers the members of the buckets that hold wanted ranks (up to
     :data:`SELECT_GATHER` values, sorted: sorting them by value orders them by bucket too) and finds
     the smallest and largest member of the others, which become the next sets, until a set holds
-    one value. The values are read in pieces of :data:`PIECE`: temporaries stay small (with the C
-    extension, :func:`~calibrate_cli.engine.native.bucket_counts` and ``bucket_gather`` make each pass
-    without them; docs/performance.md compares ``np.partition``)."""
-    values = np.asarray(values, dtype=np.float64)
+    one value. The passes read the values in pieces (:data:`PIECE`; :data:`DEVICE_PIECE` for a
+    tensor); on a numpy array the C extension makes each in one loop
+    (:func:`~calibrate_cli.engine.native.bucket_counts`, ``bucket_gather``)."""
+    xp = _namespace_of(values)
+    values = np.asarray(values, dtype=np.float64) if xp is np else values.to(xp.float64)
     n = values.shape[0]
     ranks = np.asarray(ranks, dtype=np.int64)
-    out = np.empty(ranks.shape[0], dtype=np.float64)
     if ranks.shape[0] == 0:
-        return out
+        return np.empty(0, dtype=np.float64)
     if n == 0 or ranks.min() < 0 or ranks.max() >= n:
         raise ValueError(f"ranks must lie in [0, {n})")
-    # the C extension's two passes (no temporaries), on a contiguous array; else numpy's, in pieces
-    compiled = native.use() and values.flags.c_contiguous
-    sets = [(float(values.min()), float(values.max()), 0, n, distinct(ranks))]  # (lo, hi, below, size, wanted)
+    every = distinct(ranks)
+    found = np.empty(every.shape[0], dtype=np.float64)  # the value of each distinct wanted rank
+    passes = _Passes(xp, values)
+    sets = [(*passes.extrema(), 0, n, every)]  # (lo, hi, below, size, wanted ranks)
     while sets:
         lo, hi, below, size, wanted = sets.pop()
         scale = SELECT_BUCKETS / (hi - lo) if hi > lo else np.inf
-        if lo == hi or not np.isfinite(scale):  # one value (or a range too narrow to split: gathered whole)
-            members = np.full(1, lo) if lo == hi else np.sort(np.concatenate(list(_pieces(values, lo, hi, size))))
-            for r in wanted:
-                out[ranks == r] = members[0 if lo == hi else r - below]
+        if lo == hi:  # one value
+            found[np.searchsorted(every, wanted)] = lo
             continue
-        count = np.zeros(SELECT_BUCKETS, dtype=np.int64)
-        if compiled:
-            native.bucket_counts(values, lo, hi, scale, count)
-        else:
-            for piece in _pieces(values, lo, hi, size):
-                count += np.bincount(_bucket(piece, lo, scale), minlength=SELECT_BUCKETS)
+        if not (np.isfinite(scale) and np.isfinite(hi - lo)):  # too narrow (or wide) to split: sorted whole
+            found[np.searchsorted(every, wanted)] = passes.sorted_at(passes.members(lo, hi, size), wanted - below)
+            continue
+        count = passes.count(lo, hi, scale, size)
         ends = np.cumsum(count)
         buckets = np.searchsorted(ends, wanted - below, side="right")
         chosen = distinct(buckets)
@@ -164,47 +166,109 @@ def order_statistics(values: np.ndarray, ranks) -> np.ndarray:
         big = chosen[~is_small[chosen]]  # split again: their smallest and largest members found now
         is_big = np.zeros(SELECT_BUCKETS, dtype=bool)
         is_big[big] = True
-        low = np.full(SELECT_BUCKETS, np.inf)
-        high = np.full(SELECT_BUCKETS, -np.inf)
-        gathered = []
-        if compiled:
-            gathered.append(np.empty(int(count[small].sum())))
-            native.bucket_gather(values, lo, hi, scale, is_small, is_big, gathered[0], low, high)
-        else:
-            for piece in _pieces(values, lo, hi, size):
-                b = _bucket(piece, lo, scale)
-                if small.shape[0]:
-                    gathered.append(piece[is_small[b]])
-                if big.shape[0]:
-                    hit = is_big[b]
+        gathered, low, high = passes.gather(lo, hi, scale, size, is_small, is_big, int(count[small].sum()))
+        firsts = below + ends - count  # the rank of each bucket's first member
+        if small.shape[0]:
+            offset = np.cumsum(np.where(is_small, count, 0)) - count  # gathered members of earlier buckets
+            mine = is_small[buckets]
+            at = offset[buckets[mine]] + wanted[mine] - firsts[buckets[mine]]
+            found[np.searchsorted(every, wanted[mine])] = passes.sorted_at(gathered, at)
+        for bk in big:
+            sets.append((float(low[bk]), float(high[bk]), int(firsts[bk]), int(count[bk]), wanted[buckets == bk]))
+    return found[np.searchsorted(every, ranks)]
+
+
+def _namespace_of(values):
+    """numpy, or torch for a torch tensor (an array with a ``device``, as binning.assign_bins reads it)."""
+    if not isinstance(values, np.ndarray) and hasattr(values, "device"):
+        import torch
+
+        return torch
+    return np
+
+
+class _Passes:
+    """The passes of :func:`order_statistics` over ``values`` in the array module ``xp`` (numpy or
+    torch): the same steps for both, a few calls spelled per module; the C extension's loops where
+    they apply (a C-contiguous numpy array)."""
+
+    def __init__(self, xp, values) -> None:
+        self.xp, self.values = xp, values
+        self.compiled = xp is np and native.use() and values.flags.c_contiguous
+        self.piece = PIECE if xp is np else DEVICE_PIECE
+
+    def extrema(self) -> tuple[float, float]:
+        if self.xp is np:
+            return float(self.values.min()), float(self.values.max())
+        lo, hi = self.xp.aminmax(self.values)
+        return float(lo), float(hi)
+
+    def pieces(self, lo: float, hi: float, size: int):
+        """The members of [lo, hi] of consecutive pieces of the values (every value when the set holds all)."""
+        values = self.values
+        for start in range(0, values.shape[0], self.piece):
+            piece = values[start : start + self.piece]
+            yield piece if size == values.shape[0] else piece[(piece >= lo) & (piece <= hi)]
+
+    def buckets(self, piece, lo: float, scale: float):
+        """⌊(v − lo)·scale⌋ clipped to the last bucket: non-decreasing in v (each step rounds monotonically)."""
+        if self.xp is np:
+            b = ((piece - lo) * scale).astype(np.int64)
+            return np.minimum(b, SELECT_BUCKETS - 1, out=b)
+        return (piece - lo).mul_(scale).to(self.xp.int64).clamp_(max=SELECT_BUCKETS - 1)
+
+    def count(self, lo: float, hi: float, scale: float, size: int) -> np.ndarray:
+        """The number of members of [lo, hi] per bucket (int64, on the host)."""
+        count = np.zeros(SELECT_BUCKETS, dtype=np.int64)
+        if self.compiled:
+            native.bucket_counts(self.values, lo, hi, scale, count)
+            return count
+        for piece in self.pieces(lo, hi, size):
+            count += self.host(self.xp.bincount(self.buckets(piece, lo, scale), minlength=SELECT_BUCKETS))
+        return count
+
+    def gather(self, lo: float, hi: float, scale: float, size: int, is_small, is_big, n_small: int):
+        """(the members of the ``is_small`` buckets, unsorted, in the module's arrays; the smallest and
+        the largest member of each ``is_big`` bucket, on the host)."""
+        xp = self.xp
+        low, high = np.full(SELECT_BUCKETS, np.inf), np.full(SELECT_BUCKETS, -np.inf)
+        if self.compiled:
+            gathered = np.empty(n_small)
+            native.bucket_gather(self.values, lo, hi, scale, is_small, is_big, gathered, low, high)
+            return gathered, low, high
+        gather_any, span_any = bool(is_small.any()), bool(is_big.any())
+        if xp is not np:
+            is_small, is_big, low, high = (xp.as_tensor(a, device=self.values.device) for a in (is_small, is_big, low, high))
+        parts = []
+        for piece in self.pieces(lo, hi, size):
+            b = self.buckets(piece, lo, scale)
+            if gather_any:
+                parts.append(piece[is_small[b]])
+            if span_any:
+                hit = is_big[b]
+                if xp is np:
                     np.minimum.at(low, b[hit], piece[hit])
                     np.maximum.at(high, b[hit], piece[hit])
-        if small.shape[0]:
-            members = np.sort(np.concatenate(gathered))  # by value, hence by bucket
-            offset = np.cumsum(np.where(is_small, count, 0)) - count  # gathered members of earlier buckets
-            for r, bk in zip(wanted, buckets):
-                if is_small[bk]:
-                    first_rank = below + (int(ends[bk - 1]) if bk else 0)
-                    out[ranks == r] = members[offset[bk] + r - first_rank]
-        for bk in big:
-            first_rank = below + (int(ends[bk - 1]) if bk else 0)
-            sets.append((float(low[bk]), float(high[bk]), first_rank, int(count[bk]), wanted[buckets == bk]))
-    return out
+                else:
+                    low.scatter_reduce_(0, b[hit], piece[hit], reduce="amin")
+                    high.scatter_reduce_(0, b[hit], piece[hit], reduce="amax")
+        return self.concat(parts) if parts else None, self.host(low), self.host(high)
 
+    def members(self, lo: float, hi: float, size: int):
+        """Every member of [lo, hi] (a set too narrow to split)."""
+        return self.concat(list(self.pieces(lo, hi, size)))
 
-def _pieces(values: np.ndarray, lo: float, hi: float, size: int):
-    """The members of [lo, hi] of consecutive pieces of ``values`` (every value when the range holds all)."""
-    whole = size == values.shape[0]
-    for start in range(0, values.shape[0], PIECE):
-        piece = values[start : start + PIECE]
-        yield piece if whole else piece[(piece >= lo) & (piece <= hi)]
+    def concat(self, parts):
+        return np.concatenate(parts) if self.xp is np else self.xp.cat(parts)
 
+    def sorted_at(self, members, positions: np.ndarray) -> np.ndarray:
+        """``sort(members)[positions]``, on the host."""
+        if self.xp is np:
+            return np.sort(members)[positions]
+        return self.host(self.xp.sort(members).values[self.xp.as_tensor(positions, device=members.device)])
 
-def _bucket(piece: np.ndarray, lo: float, scale: float) -> np.ndarray:
-    """⌊(v − lo)·scale⌋ clipped to the last bucket: non-decreasing in v (each step rounds monotonically)."""
-    b = ((piece - lo) * scale).astype(np.int64)
-    np.minimum(b, SELECT_BUCKETS - 1, out=b)
-    return b
+    def host(self, x) -> np.ndarray:
+        return x if self.xp is np else x.cpu().numpy()
 
 
 def ks_from_sorted(conf: np.ndarray, correct: np.ndarray) -> float:

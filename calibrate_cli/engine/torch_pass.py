@@ -60,16 +60,24 @@ def grid_sums(ops, z: np.ndarray, labels: np.ndarray, temps: np.ndarray, want_bi
     """One chunk of the temperature grid on the device, every T at once (:func:`~calibrate_cli.engine.rows.grid_rows`):
     with ``want_bins`` (the ECE objective) the (T, M) count, Σconf and Σcorrect over the bins
     (b/M, (b+1)/M] (bin 0 closed; :func:`~calibrate_cli.engine.binning.torch_bin_sums`); else (the NLL) the (T,) sums
-    of −log p_iy(T)."""
+    of −log p_iy(T). Where rows × T × K exceeds :data:`TORCH_CHUNK_ELEMENTS` (a large K), the temperatures
+    go in groups: each (row, T) is computed alone, so the sums are the same."""
     torch = ops.torch
     x = _on_device(ops, z)
     y = ops.asarray(labels).to(torch.int64)
+    group = max(1, TORCH_CHUNK_ELEMENTS // max(1, x.shape[0] * x.shape[1]))
+    parts = []
+    for start in range(0, temps.shape[0], group):
+        part = temps[start : start + group]
+        if not want_bins:
+            parts.append(ops.to_numpy(grid_rows(ops, x, y, part, nll=True).sum(dim=0)))
+            continue
+        conf, correct = grid_rows(ops, x, y, part, nll=False)  # (rows, T)
+        count, sum_conf, sum_corr = torch_bin_sums(assign_bins(conf, uniform_edges(n_bins)), conf, correct, n_bins)
+        parts.append((ops.to_numpy(count).astype(np.int64), ops.to_numpy(sum_conf), ops.to_numpy(sum_corr)))
     if not want_bins:
-        return ops.to_numpy(grid_rows(ops, x, y, temps, nll=True).sum(dim=0))
-    conf, correct = grid_rows(ops, x, y, temps, nll=False)  # (rows, T)
-    del x
-    count, sum_conf, sum_corr = torch_bin_sums(assign_bins(conf, uniform_edges(n_bins)), conf, correct, n_bins)
-    return ops.to_numpy(count).astype(np.int64), ops.to_numpy(sum_conf), ops.to_numpy(sum_corr)
+        return np.concatenate(parts)
+    return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
 
 
 def nll_sums(ops, z: np.ndarray, labels: np.ndarray, beta: float) -> tuple[float, float, float]:

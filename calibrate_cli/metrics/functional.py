@@ -323,14 +323,14 @@ def classwise_ece(
 
 def with_class_sorted(summary: PredictionSummary, predictions) -> PredictionSummary:
     """``summary`` with each class's probabilities sorted (:func:`~calibrate_cli.engine.class_samples.sort_classes`):
-    the float64 softmax of logits, or the given probabilities (an (N, K) float64 array is made)."""
-    from ..engine.class_samples import sort_classes
-    from ..data.probabilities import to_probabilities
+    the float64 softmax of logits, or the given probabilities, read a row chunk at a time (a size beyond
+    :data:`~calibrate_cli.engine.class_samples.CLASS_SORTED_MAX_VALUES` is refused)."""
+    from ..engine.class_samples import sort_classes_of
 
     if summary.class_sorted is not None:
         return summary
-    probs = to_probabilities(np.asarray(predictions.scores), predictions.input_kind)
-    return dataclasses.replace(summary, class_sorted=sort_classes(probs, predictions.labels))
+    return dataclasses.replace(summary, class_sorted=sort_classes_of(predictions.scores, predictions.labels,
+                                                                     predictions.input_kind))
 
 
 def ace(scores, labels, *, n_bins: int = DEFAULT_N_BINS, input_kind: InputKind | None = None) -> float:

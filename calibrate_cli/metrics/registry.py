@@ -154,6 +154,8 @@ class MetricSpec:
                      reflects (Kumar et al. 2019), ``"percentile"`` for the means (accuracy, NLL, Brier,
                      …), which have no such bias and whose percentile interval never leaves the range
                      (coverage measured: benchmarks/coverage_means.py, docs/bootstrap.md)
+    whole_weights    with sample weights, whole numbers only (its bins are ranks of the repeated rows:
+                     ACE); :mod:`calibrate_cli.metrics.weighted` refuses other weights for it
     """
 
     name: str
@@ -168,6 +170,7 @@ class MetricSpec:
     shown_when_undefined: bool = True
     by_default: bool = True
     ci_method: str = "basic"
+    whole_weights: bool = False
 
     def __post_init__(self):
         unknown = set(self.needs) - _SUM_FIELDS
@@ -343,7 +346,7 @@ METRICS: tuple[MetricSpec, ...] = (
     ),
     _spec(
         "ace", "ACE", "mean over classes k of the ECE of p_k against [y = k] over M equal-mass bins of p_k",
-        "Nixon et al. 2019 (uncertainty_metrics.ace)", _ace, {"class_samples"}, by_default=False,
+        "Nixon et al. 2019 (uncertainty_metrics.ace)", _ace, {"class_samples"}, by_default=False, whole_weights=True,
     ),
     _spec(
         "classwise_rms_ce", "Classwise RMS-CE", "√(mean over classes k of Σ_b |B_kb|/N·(acc−conf)²), the bins of Classwise-ECE",

@@ -286,14 +286,18 @@ class ReliabilityDiagram:
 
     @classmethod
     def from_report(
-        cls, report, *, label: str | None = None, interval: tuple[float, float] | None = None
+        cls, report, *, label: str | None = None, interval: tuple[float, float] | None = None,
+        strategy: str = "uniform",
     ) -> "ReliabilityDiagram":
         """The diagram of an :class:`~calibrate_cli.evaluate.EvalReport` (its equal-width bins and
-        ECE, no recomputation): what ``calib eval --plot`` draws."""
+        ECE, or with ``strategy="quantile"`` its equal-mass bins and AdaECE; no recomputation): what
+        ``calib eval --plot`` draws."""
+        uniform = _check_strategy(strategy) == "uniform"
         return cls(
-            report.bins,
-            ece=report.metrics["ece"],
-            metric_name="ECE",
+            report.bins if uniform else report.adaptive_bins,
+            ece=report.metrics["ece" if uniform else "adaece"],
+            metric_name="ECE" if uniform else "AdaECE",
+            strategy=strategy,
             label=label,
             interval=interval,
             accuracy=report.metrics["accuracy"],

@@ -9,8 +9,9 @@ A run trains ``config.model`` on ``config.data`` with the loss ``config.loss``
                        (AdaFocal's γ per bin), RNG states, the finished epochs and the history; read with
                        ``torch.load(weights_only=True)``
 ``history.csv``        per epoch: train loss (the batch objective summed over the epoch / samples, as the
-                       reference prints it), validation error, ECE, NLL, the learning rate the epoch
-                       started with, seconds
+                       reference prints it), validation error, ECE, NLL (a :class:`~calibrate_cli.Meter`
+                       fed the validation batches on the device: :func:`validate`), the learning rate
+                       the epoch started with, seconds
 ``val_logits.npy`` …   ``val_logits``/``val_labels``/``test_logits``/``test_labels`` of the final model
                        (float32 logits, int64 labels): ``calib eval``, ``calib temperature`` read them
 ``summary.json``       final metrics on both sets before and after temperature scaling (the paper's grid,
@@ -320,12 +321,31 @@ def predict(model: nn.Module, x: torch.Tensor, *, amp: bool = False, batch: int 
     return torch.cat(outs) if outs else torch.empty(0)
 
 
-def _val_metrics(logits: np.ndarray, labels: np.ndarray, n_bins: int) -> dict:
-    from ..evaluate import evaluate
+@torch.no_grad()
+def validate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, n_bins: int, amp: bool = False,
+             keep_logits: bool = False, batch: int = EVAL_BATCH) -> tuple[dict, torch.Tensor | None]:
+    """The epoch's validation metrics (:data:`~calibrate_cli.metrics.registry.TRAIN_HISTORY`: error,
+    ECE, NLL), from a :class:`~calibrate_cli.metrics.meter.Meter` fed batch by batch on the device with
+    the logits of :func:`predict` (only its sums come to the host; no (N, K) array is kept), and, with
+    ``keep_logits``, those logits as one tensor (a loss that reads them: AdaFocal). NaN or infinite
+    logits (a diverged training): every metric NaN."""
+    from ..metrics.meter import Meter
 
-    if not np.isfinite(logits).all():
-        return {name: float("nan") for name in TRAIN_HISTORY}
-    return dict(evaluate(logits, labels, n_bins=n_bins).metrics)
+    was = model.training
+    model.eval()
+    meter = Meter(n_bins, input_kind="logits", metrics=TRAIN_HISTORY)
+    finite, outs = True, []
+    for start in range(0, len(x), batch):
+        with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=amp):
+            logits = model(x[start:start + batch]).float()
+        if keep_logits:
+            outs.append(logits)
+        finite = finite and bool(torch.isfinite(logits).all())
+        if finite:
+            meter.update(logits, y[start:start + batch])
+    model.train(was)
+    metrics = meter.compute().metrics if finite else {name: float("nan") for name in TRAIN_HISTORY}
+    return {name: metrics[name] for name in TRAIN_HISTORY}, (torch.cat(outs) if outs else None)
 
 
 def _summary(config: TrainConfig, dataset: Dataset, val_logits, test_logits, history, n_params, started) -> dict:
@@ -530,12 +550,12 @@ def _run(config, dataset, device, dist, run_dir, checkpoint, progress, on_epoch,
                 if buffer.is_floating_point():
                     torch.distributed.all_reduce(buffer)
                     buffer /= dist.world
-        val_logits_t = predict(model, x_val, amp=config.amp)
+        metrics, val_logits_t = validate(model, x_val, y_val_t, n_bins=config.n_bins, amp=config.amp,
+                                         keep_logits=loss_fn.needs_validation)
         if loss_fn.needs_validation:
             loss_fn.end_epoch(val_logits_t, y_val_t)
-        val_logits = val_logits_t.cpu().numpy()
+        del val_logits_t
         train_loss = float(total.item()) / max(seen, 1)  # the one read of the step totals per epoch
-        metrics = _val_metrics(val_logits, dataset.y_val, config.n_bins)
         record = EpochRecord(epoch + 1, train_loss, *(metrics[m] for m in TRAIN_HISTORY),
                              float(lr), time.perf_counter() - began)
         history.append(record)

@@ -12,9 +12,11 @@ pytest.importorskip("sklearn")
 from train_helpers import StandInCE, ddp_worker, loss_factory  # noqa: E402
 
 from calibrate_cli.errors import InputError, OutputError  # noqa: E402
+from calibrate_cli import evaluate  # noqa: E402
 from calibrate_cli.training.loop import (  # noqa: E402
-    HISTORY_COLUMNS, TrainConfig, load_checkpoint, milestones, one_cycle, shard_indices, train,
+    HISTORY_COLUMNS, TrainConfig, load_checkpoint, milestones, one_cycle, predict, shard_indices, train, validate,
 )
+from libm import assert_agree  # noqa: E402
 
 DIGITS = dict(loss="ce", data="digits", device="cpu", recipe="fast", batch_size=128)
 
@@ -71,6 +73,34 @@ def test_run_folder_and_history(tmp_path):
     # the summary's test error is the error of the saved logits (independent numpy)
     test, labels = np.load(run / "test_logits.npy"), np.load(run / "test_labels.npy")
     assert summary["test"]["before"]["error"] == pytest.approx(float(np.mean(test.argmax(1) != labels)))
+    # the last history row (a Meter fed on the device) holds the final model's validation metrics: those
+    # of evaluate on the saved logits, within the numeric contract, and the error by numpy
+    y_val = np.load(run / "val_labels.npy")
+    last, whole = result.history[-1], evaluate(val, y_val, n_bins=TrainConfig(**DIGITS).n_bins).metrics
+    assert_agree({"error": last.val_error, "ece": last.val_ece, "nll": last.val_nll},
+                 {m: whole[m] for m in ("error", "ece", "nll")})
+    assert last.val_error == pytest.approx(float(np.mean(val.argmax(1) != y_val)), abs=1e-15)
+
+
+@pytest.mark.parametrize("device", [
+    "cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"))])
+def test_validate_feeds_a_meter_batch_by_batch(device):
+    # several batches of the evaluation size; the logits kept only when asked, equal to predict's
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(5, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).to(device)
+    x, y = torch.randn(70, 5).to(device), torch.randint(0, 4, (70,)).to(device)
+    metrics, kept = validate(model, x, y, n_bins=10, batch=16)
+    assert kept is None and model.training  # the model's mode is restored
+    logits = predict(model, x, batch=16)
+    whole = evaluate(logits.cpu().numpy(), y.cpu().numpy(), n_bins=10).metrics
+    assert_agree(metrics, {m: whole[m] for m in ("error", "ece", "nll")})
+    _, kept = validate(model, x, y, n_bins=10, batch=16, keep_logits=True)
+    assert torch.equal(kept, logits)
+    # a diverged model: NaN metrics, no error
+    with torch.no_grad():
+        model[2].bias[1] = float("nan")
+    metrics, _ = validate(model, x, y, n_bins=10, batch=16)
+    assert all(np.isnan(v) for v in metrics.values())
 
 
 def test_history_lr_is_the_rate_each_epoch_trained_with(tmp_path):
