@@ -9,7 +9,7 @@ import numpy as np
 from ..errors import InputError
 from ..metrics.registry import sums_needed
 from ..metrics.functional import DEFAULT_N_BINS, METRIC_NAMES, metrics_from_summary, with_class_sorted
-from ..data.predictions import InputKind, Predictions
+from ..data.predictions import InputKind, Predictions, RowSlices
 from ..engine.summary import summarize
 from .selection import Metrics, custom_value, split_metrics
 
@@ -17,11 +17,9 @@ from .selection import Metrics, custom_value, split_metrics
 DEFAULT_JACKKNIFE_GROUPS = 100
 
 
-class KeptRows:
+class KeptRows(RowSlices):
     """The rows ``index`` (increasing) of ``base`` (an (N, K) array or row reader), read a row chunk at
     a time: ``kept[a:b]`` is ``base[index[a:b]]``, so a jackknife sample holds no copy of the scores."""
-
-    ndim = 2
 
     def __init__(self, base, index: np.ndarray) -> None:
         self.base, self.index = base, index
@@ -29,25 +27,12 @@ class KeptRows:
         self.dtype = base.dtype
         self.stored_eps = getattr(base, "stored_eps", 0.0)
 
-    @property
-    def nbytes(self) -> int:
-        return self.shape[0] * self.shape[1] * self.dtype.itemsize
-
-    def __len__(self) -> int:
-        return self.shape[0]
-
-    def __getitem__(self, rows: slice) -> np.ndarray:
-        if not isinstance(rows, slice):
-            raise TypeError("KeptRows is read by row slices")
+    def read(self, rows: slice) -> np.ndarray:
         index = self.index[rows]
         if index.shape[0] == 0:
             return np.asarray(self.base[0:0])
         first = int(index[0])  # the span of base rows that holds them, read by a slice (any row reader)
         return np.asarray(self.base[first : int(index[-1]) + 1])[index - first]
-
-    def __array__(self, dtype=None, copy=None) -> np.ndarray:
-        whole = self[0 : self.shape[0]]
-        return whole if dtype is None else whole.astype(dtype, copy=False)
 
 
 def _jackknife_groups(n: int, n_groups: int) -> list[np.ndarray]:

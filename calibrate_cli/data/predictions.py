@@ -77,20 +77,11 @@ class Predictions:
         return Predictions(scores=ScaledRows(self.scores, t), labels=self.labels, input_kind=self.input_kind)
 
 
-class ScaledRows:
-    """``np.divide(base, t, dtype=float64)`` read a row chunk at a time: ``scaled[rows]`` is that
-    quotient's rows bit for bit (the same float64 division per value), and no (N, K) float64 array
-    is ever held. The scores of a temperature-scaled set, evaluated as they are read
-    (:meth:`Predictions.divided`)."""
+class RowSlices:
+    """An (N, K) array read a row slice at a time: ``rows[a:b]`` is :meth:`read` of that slice, and
+    ``np.asarray(rows)`` reads it whole. Subclasses set ``shape`` and ``dtype`` and define ``read``."""
 
     ndim = 2
-    dtype = np.dtype(np.float64)
-
-    def __init__(self, base: np.ndarray, t: float) -> None:
-        if base.ndim != 2:
-            raise ValueError("ScaledRows needs (N, K) scores")
-        self.base, self.t = base, float(t)
-        self.shape = base.shape
 
     @property
     def nbytes(self) -> int:
@@ -101,12 +92,33 @@ class ScaledRows:
 
     def __getitem__(self, rows: slice) -> np.ndarray:
         if not isinstance(rows, slice):
-            raise TypeError("ScaledRows is read by row slices")
-        return np.divide(self.base[rows], self.t, dtype=np.float64)
+            raise TypeError(f"{type(self).__name__} is read by row slices")
+        return self.read(rows)
+
+    def read(self, rows: slice) -> np.ndarray:
+        raise NotImplementedError
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         whole = self[0 : self.shape[0]]
         return whole if dtype is None else whole.astype(dtype, copy=False)
+
+
+class ScaledRows(RowSlices):
+    """``np.divide(base, t, dtype=float64)`` read a row chunk at a time: ``scaled[rows]`` is that
+    quotient's rows bit for bit (the same float64 division per value), and no (N, K) float64 array
+    is ever held. The scores of a temperature-scaled set, evaluated as they are read
+    (:meth:`Predictions.divided`)."""
+
+    dtype = np.dtype(np.float64)
+
+    def __init__(self, base: np.ndarray, t: float) -> None:
+        if base.ndim != 2:
+            raise ValueError("ScaledRows needs (N, K) scores")
+        self.base, self.t = base, float(t)
+        self.shape = base.shape
+
+    def read(self, rows: slice) -> np.ndarray:
+        return np.divide(self.base[rows], self.t, dtype=np.float64)
 
 
 def row_array(scores):
