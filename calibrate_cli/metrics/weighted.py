@@ -224,8 +224,7 @@ def weighted_columns(predictions, n_bins: int, needed, *, scores_name: str = "sc
     made for the registry's sums ``needed``: the probabilities only when a classwise metric is among them."""
     import dataclasses
 
-    from ..data.probabilities import to_probabilities
-    from ..engine.class_samples import sort_classes
+    from ..engine.class_samples import probabilities_by_rows, sort_classes
     from ..engine.summary import SummaryRequest, summarize
 
     summary = summarize(predictions, n_bins=n_bins, request=SummaryRequest(sums=WEIGHTED_COLUMN_SUMS, columns=True),
@@ -233,7 +232,7 @@ def weighted_columns(predictions, n_bins: int, needed, *, scores_name: str = "sc
     predictions = dataclasses.replace(predictions, pending=None)
     probs = None
     if needed & {"classwise_gap", "class_samples"}:
-        probs = to_probabilities(np.asarray(predictions.scores), predictions.input_kind)
+        probs = probabilities_by_rows(predictions.scores, predictions.input_kind)  # no widened copy of the scores
     class_sorted = sort_classes(probs, predictions.labels) if "class_samples" in needed else None
     return predictions, summary, WeightedColumns(summary, n_bins, needed, probs=probs, class_sorted=class_sorted)
 
