@@ -197,11 +197,11 @@ def test_bootstrap_function_on_bf16_rows(no_whole_widening):
 
 
 def test_jackknife_reads_kept_rows_and_equals_evaluate_on_each_subset(no_whole_widening):
-    from calibrate_cli.bootstrap.jackknife import _jackknife_groups
+    from calibrate_cli.bootstrap.jackknife import jackknife_groups
 
     reader, wide, y = bf16_logits(45, 5, seed=6)
     values = jackknife_values(reader, y, n_groups=4, metrics=["ece", "nll", "brier", "classwise_ece"])
-    for g, group in enumerate(_jackknife_groups(45, 4)):
+    for g, group in enumerate(jackknife_groups(45, 4)):
         keep = np.ones(45, dtype=bool)
         keep[group] = False
         want = calib.evaluate(wide[keep], y[keep]).metrics

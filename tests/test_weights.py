@@ -241,10 +241,47 @@ def _confidences(scores):
     return (p / p.sum(axis=1, keepdims=True)).max(axis=1)
 
 
+def test_weighted_jackknife_leaves_each_group_out():
+    """Value g of the weighted jackknife: the weighted metric of the rows outside group g (computed
+    here by removing them), and with unit weights the unweighted jackknife."""
+    from calibrate_cli.bootstrap.jackknife import jackknife_groups, jackknife_values
+    from calibrate_cli.bootstrap.weighted import weighted_jackknife
+    from calibrate_cli.data.predictions import as_predictions
+    from calibrate_cli.metrics.registry import sums_needed
+    from calibrate_cli.metrics.weighted import weighted_columns
+
+    scores, labels, w = _multiclass(13, n=60)
+    w = w + 0.5
+    names = ["ece", "adaece", "nll", "brier", "accuracy", "classwise_ece"]
+
+    def jackknife(weights):
+        preds = as_predictions(scores, labels, "logits", check_values=False)
+        columns = weighted_columns(preds, 15, sums_needed(names))[2]
+        return weighted_jackknife(columns, weights[columns.order], names, n_groups=7)
+
+    got = jackknife(w)
+    for g, group in enumerate(jackknife_groups(60, 7)):
+        keep = np.setdiff1d(np.arange(60), group)
+        want = calib.evaluate(scores[keep], labels[keep], weights=w[keep], input_kind="logits").metrics
+        for name in names:
+            assert close(got[name][g], want[name]), (name, g)
+    ones = jackknife(np.ones(60))
+    plain = jackknife_values(scores, labels, input_kind="logits", metrics=names, n_groups=7)
+    for name in names:
+        np.testing.assert_allclose(ones[name], plain[name], rtol=1e-12, atol=1e-15)
+
+
+def test_weighted_bca_interval_with_unit_weights_is_the_unweighted_one():
+    scores, labels, _ = _multiclass(13, n=60)
+    ones = calib.evaluate(scores, labels, weights=np.ones(60), bootstrap=50, seed=3, ci_method="bca")
+    plain = calib.evaluate(scores, labels, bootstrap=50, seed=3, ci_method="bca")
+    for name in ("ece", "nll", "brier", "accuracy"):
+        x, z = ones.intervals[name], plain.intervals[name]
+        assert close(x.low, z.low, rel=1e-11, abs_=1e-15) and close(x.high, z.high, rel=1e-11, abs_=1e-15), name
+
+
 def test_weighted_bootstrap_refuses_what_takes_no_weights():
     scores, labels, w = _multiclass(13, n=60)
-    with pytest.raises(InputError, match="BCa"):
-        calib.evaluate(scores, labels, weights=w + 1, bootstrap=20, ci_method="bca")
     with pytest.raises(InputError, match="custom metric"):
         calib.evaluate(scores, labels, weights=w + 1, bootstrap=20, bootstrap_metrics=[lambda s, y: 0.0])
 
@@ -393,8 +430,12 @@ def test_paired_comparison_with_weights():
         assert close(x.difference, z.difference, rel=1e-11, abs_=1e-15), name
         assert close(x.interval.low, z.interval.low, rel=1e-11, abs_=1e-15), name
         assert close(x.interval.high, z.interval.high, rel=1e-11, abs_=1e-15), name
-    with pytest.raises(InputError, match="BCa"):
-        calib.compare(a, y, b, y, weights=w, n_resamples=20, method="bca")
+    ones = calib.compare(a, y, b, y, weights=np.ones(100), n_resamples=40, seed=2, method="bca")
+    plain = calib.compare(a, y, b, y, n_resamples=40, seed=2, method="bca")
+    for name in ("ece", "nll", "accuracy"):
+        x, z = ones.differences[name].interval, plain.differences[name].interval
+        assert close(x.low, z.low, rel=1e-11, abs_=1e-15) and close(x.high, z.high, rel=1e-11, abs_=1e-15), name
+    assert calib.compare(a, y, b, y, weights=w, n_resamples=20, method="bca").differences["ece"].interval is not None
 
 
 @settings(max_examples=40, deadline=None)

@@ -167,11 +167,9 @@ def bootstrap_prepared(
     ``raw`` = (scores, labels) as the user passed them, for custom metric functions (default: the
     validated arrays). ``weighted`` = (:class:`~calibrate_cli.metrics.weighted.WeightedColumns`, the
     sample weights in its confidence order): each drawn row carries its weight (:mod:`.weighted`);
-    on the CPU, with the basic or percentile interval (the BCa's jackknife takes no weights)."""
+    on the CPU; the BCa's jackknife leaves groups out by setting their weights to 0."""
     check_settings(n_resamples, level, method)
     check_device(device)
-    if weighted is not None and method == "bca":
-        raise InputError("the BCa interval's jackknife takes no sample weights: use the basic or percentile interval")
     if metrics is None or (isinstance(metrics, str) and metrics == "all"):
         # only the metrics with a point value get an interval (selected_metrics), so only those are
         # resampled: no (N, K) probabilities for the classwise metrics evaluate leaves out at large K
@@ -180,7 +178,12 @@ def bootstrap_prepared(
     point, values = _values(data, point, n_bins, n_resamples, seed, indices, progress, batch_size, metrics, device, raw,
                             weighted)
     accel = {}
-    if method == "bca":
+    if method == "bca" and weighted is not None:
+        from .weighted import weighted_jackknife
+
+        jack = weighted_jackknife(*weighted, [name for name in metrics if isinstance(name, str)])
+        accel = {name: jackknife_acceleration(v) for name, v in jack.items()}
+    elif method == "bca":
         jack = jackknife_values(data, None, n_bins=n_bins, metrics=metrics, raw=raw)
         accel = {name: jackknife_acceleration(v) for name, v in jack.items()}
     out = {}

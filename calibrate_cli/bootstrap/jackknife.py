@@ -35,7 +35,7 @@ class KeptRows(RowSlices):
         return np.asarray(self.base[first : int(index[-1]) + 1])[index - first]
 
 
-def _jackknife_groups(n: int, n_groups: int) -> list[np.ndarray]:
+def jackknife_groups(n: int, n_groups: int) -> list[np.ndarray]:
     """G = min(n, n_groups) groups of samples, a fixed random partition (seeded by n) of [0, n)."""
     g = min(n, n_groups)
     perm = np.random.default_rng(n).permutation(n)
@@ -88,7 +88,7 @@ def jackknife_values(
     label_array = np.asarray(predictions.labels)
     if raw is None and custom:
         raw = (np.asarray(predictions.scores), label_array)
-    for g, group in enumerate(_jackknife_groups(n, n_groups)):
+    for g, group in enumerate(jackknife_groups(n, n_groups)):
         keep = np.ones(n, dtype=bool)
         keep[group] = False
         kept = np.flatnonzero(keep)  # rows of valid data, read a chunk at a time (no copy of the scores)

@@ -105,16 +105,16 @@ def compare(
     :func:`bootstrap`; ``metrics``: the metrics resampled (names or "all"; default: all but the
     per-sample KS-CE and SmoothECE, whose differences then get no interval). ``weights``: (N,) sample
     weights of the shared samples, the same for both models (:mod:`.weighted`: each drawn row carries
-    its weight; on the CPU, basic or percentile intervals).
+    its weight; on the CPU; the BCa's jackknife leaves groups out by setting their weights to 0).
     """
     check_device(device)
     la, lb = label_names or (f"{names[0]} labels", f"{names[1]} labels")
     if weights is not None:
-        point_a, point_b, values, (n, k) = _weighted_pair(
+        point_a, point_b, values, accel, (n, k) = _weighted_pair(
             (scores_a, labels_a), (scores_b, labels_b), weights, input_kind=input_kind, n_bins=n_bins, compat=compat,
             names=names, label_names=(la, lb), device=device, metrics=metrics, method=method, level=level,
             resample=(n_resamples, seed, indices, progress, batch_size))
-        return Comparison(n, k, n_bins, _differences(point_a, point_b, values, {}, level, method))
+        return Comparison(n, k, n_bins, _differences(point_a, point_b, values, accel, level, method))
     data_a = summarize_data(scores_a, labels_a, input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=names[0],
                             labels_name=la, metrics=metrics)
     data_b = summarize_data(scores_b, labels_b, input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=names[1],
@@ -157,15 +157,13 @@ def _weighted_pair(pair_a, pair_b, weights, *, input_kind, n_bins, compat, names
     from ..data.predictions import as_predictions
     from ..metrics.registry import METRICS, sums_needed
     from ..metrics.weighted import check_names, check_weights, weighted_columns
-    from .weighted import WeightedResampler
+    from .weighted import WeightedResampler, weighted_jackknife
 
     if compat:
         raise InputError("sample weights: the compat mode reproduces the reference code, which has no weights",
                          remedy="no-compat")
     if device not in (None, "cpu", "auto"):
         raise InputError(f"sample weights are summed with numpy on the CPU, not on {device}", remedy="cpu-device")
-    if method == "bca":
-        raise InputError("the BCa interval's jackknife takes no sample weights: use the basic or percentile interval")
     preds = [as_predictions(s, y, input_kind, scores_name=name, labels_name=label, check_values=False)
              for (s, y), name, label in zip((pair_a, pair_b), names, label_names)]
     _same_samples(*label_names, *preds, names)
@@ -179,13 +177,16 @@ def _weighted_pair(pair_a, pair_b, weights, *, input_kind, n_bins, compat, names
     columns = [weighted_columns(p, n_bins, needed, scores_name=name)[2] for p, name in zip(preds, names)]
     points = [{m: None if math.isnan(v) else v for m, v in c.values(w[c.order], shown).items()} for c in columns]
     n_resamples, seed, indices, progress, batch_size = resample
-    values = None
+    values, accel = None, {}
     if n_resamples or indices is not None:
         check_settings(n_resamples if indices is None else 1, level, method)
         engines = [WeightedResampler(c, w[c.order], wanted) for c in columns]
         va, vb = run_resamples(engines, preds[0].n, n_resamples, seed, indices, progress, batch_size)
         values = {name: vb[name] - va[name] for name in METRIC_NAMES}
-    return points[0], points[1], values, (preds[0].n, preds[0].k)
+        if method == "bca":  # the jackknife of the difference: both models on the same groups
+            ja, jb = (weighted_jackknife(c, w[c.order], wanted) for c in columns)
+            accel = {name: jackknife_acceleration(jb[name] - ja[name]) for name in jb}
+    return points[0], points[1], values, accel, (preds[0].n, preds[0].k)
 
 
 def _differences(point_a, point_b, values, accel, level, method) -> dict:
