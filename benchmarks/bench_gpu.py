@@ -91,7 +91,7 @@ def file_route(logits, labels, folder: str, figures: dict, repeat: int) -> dict:
         if compiled == "1":
             from calibrate_cli.engine import device_eval
 
-            figures["compile_failures"] = {str(k): v for k, v in device_eval._COMPILED.items() if k != "fns"}
+            figures["compile_failure"] = device_eval.compile_failure()
         result = result or dict(report.metrics)
         print(f"evaluate(memory-mapped file, device='cuda'), {key}, default report: "
               f"{', '.join(f'{t:.3f}' for t in times)} s = {min(times) / figures['file_h2d_copy_s']:.2f}x the copy "

@@ -22,3 +22,16 @@ def runner():
         return CliRunner(mix_stderr=False)
     except TypeError:  # click ≥ 8.2 keeps stderr apart by default
         return CliRunner()
+
+
+@pytest.fixture()
+def no_whole_widening(monkeypatch):
+    """Make the bfloat16 row reader refuse to be widened whole (np.asarray, astype): what a pass that
+    reads it a row chunk at a time must never ask."""
+    from calibrate_cli.data.arrays import BFloat16Rows
+
+    def whole(self, *args, **kwargs):
+        raise AssertionError(f"{self!r} widened whole")
+
+    monkeypatch.setattr(BFloat16Rows, "__array__", whole)
+    monkeypatch.setattr(BFloat16Rows, "astype", whole)

@@ -39,17 +39,6 @@ def bf16(tmp_path):
     return t, labels, reference
 
 
-@pytest.fixture()
-def no_whole_widening(monkeypatch):
-    """Make the reader refuse to be widened whole (np.asarray, astype): what the pass must not ask."""
-
-    def whole(self, *args, **kwargs):
-        raise AssertionError(f"{self!r} widened whole")
-
-    monkeypatch.setattr(BFloat16Rows, "__array__", whole)
-    monkeypatch.setattr(BFloat16Rows, "astype", whole)
-
-
 def test_rows_are_the_exact_widening_of_every_bit_pattern():
     patterns = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).reshape(256, 256)
     want = torch.from_numpy(patterns.view(np.int16).copy()).view(torch.bfloat16).float().numpy()

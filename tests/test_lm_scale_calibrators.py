@@ -43,17 +43,6 @@ def bf16_logits(n: int, k: int, seed: int = 35, scale: float = 3.0):
     return BFloat16Rows(bits), widen_bf16(bits), y
 
 
-@pytest.fixture()
-def no_whole_widening(monkeypatch):
-    """The reader refuses to be widened whole (np.asarray, ufuncs, astype)."""
-
-    def whole(self, *args, **kwargs):
-        raise AssertionError(f"{self!r} widened whole")
-
-    monkeypatch.setattr(BFloat16Rows, "__array__", whole)
-    monkeypatch.setattr(BFloat16Rows, "astype", whole)
-
-
 def engines():
     return ["numpy", "fused"] if native.HAVE_CKERNEL else ["numpy"]
 

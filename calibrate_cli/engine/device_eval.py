@@ -45,7 +45,10 @@ from ..metrics.registry import BinSums, MetricSums, WeightedSamples, metric_valu
 from ..metrics.functional import DEFAULT_N_BINS
 from ..data.predictions import PROBS_SUM_TOLERANCE, probs_sum_tolerance
 
-__all__ = ["DEVICE_EXTRAS", "DEVICE_METRICS", "device_metric_sums", "device_metrics", "host_metric_sums", "order_statistics_on_device"]
+__all__ = [
+    "DEVICE_EXTRAS", "DEVICE_METRICS", "compile_failure", "device_metric_sums", "device_metrics", "host_metric_sums",
+    "order_statistics_on_device",
+]
 
 #: the sums the device pass produces; a metric is available on the device when it needs no other
 DEVICE_SUMS = frozenset(f.name for f in fields(MetricSums)) - {
@@ -221,14 +224,14 @@ def _run_chunk(chunk_sums, ops, x, y, edges, options: dict):
     code generator refused its float64 split reductions on large blocks (torch 2.11; docs/performance.md).
     Where the compiled pass fails otherwise, the eager :func:`_chunk_sums` from then
     on: the same definition, the same numbers."""
-    if chunk_sums is _chunk_sums or options["classwise"] or _COMPILED.get(("failed", options["classwise"])):
+    if chunk_sums is _chunk_sums or options["classwise"] or "failed" in _COMPILED:
         return _chunk_sums(ops, x, y, edges, **options)
     try:
         return chunk_sums(ops, x, y, edges, **options)
     except Exception as exc:  # noqa: BLE001  (only the compiler's own errors fall back)
         if not type(exc).__module__.startswith(("torch._dynamo", "torch._inductor", "triton")):
             raise
-        _COMPILED[("failed", options["classwise"])] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+        _COMPILED["failed"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
         return _chunk_sums(ops, x, y, edges, **options)
 
 
@@ -396,6 +399,11 @@ def _numpy_dtype(dtype):
 
 
 _COMPILED: dict = {}
+
+
+def compile_failure() -> str | None:
+    """The compiler's error that sent the pass back to eager in this process (one line), or None."""
+    return _COMPILED.get("failed")
 
 
 def _compiled_pass(device):
