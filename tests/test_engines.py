@@ -392,3 +392,22 @@ def test_the_c_loops_refuse_bad_arrays():
         native.nll_sums(x, np.array([0, -1, 1]), 1.0)
     conf, correct, *_ = native.fused_rows(x, y, edges, is_logits=True, top5=True, classwise=True)
     assert conf.tolist() == [0.25] * 3 and correct.tolist() == [True, False, False]  # ties: lowest index
+
+
+@pytest.mark.skipif(not native.HAVE_CKERNEL, reason="the C extension (the fused engine) is not built")
+@pytest.mark.parametrize("k", [2, 3, 4, 5, 6, 10, 20, 30, 63, 64])
+def test_the_c_classwise_bins_of_probabilities_on_an_edge(k):
+    """Rows of equal logits: p = 1/K in the C loop (1 · (1/K)) and in numpy (exp 0 / K), the same
+    float64; on or beside an edge b/M for many M, its bin is the definition's (assign_bins), never
+    ⌊p·M⌋ where p·M rounds to an integer."""
+    x = np.zeros((70, k), dtype=np.float32)  # more than one block of rows in the column loop
+    y = np.arange(70) % k
+    p = np.float64(1.0) / k
+    for m in range(1, 31):
+        edges = binning.uniform_edges(m)
+        want = np.zeros((k, m), dtype=np.int64)
+        want[:, binning.assign_bins(np.array([p]), edges)[0]] = 70
+        _, _, _, _, _, (count, sum_p, sum_y) = native.fused_rows(x, y, edges, is_logits=True, top5=False,
+                                                                 classwise=True)
+        np.testing.assert_array_equal(count, want, err_msg=f"M = {m}")
+        np.testing.assert_array_equal(sum_y.sum(axis=0), want[0])  # every label in the bin of p

@@ -9,7 +9,8 @@
  *   fused_rows(scores, labels, is_logits, m, edges, want_top5, classwise, top_label_only,
  *              conf, correct, nll, brier, top5, count, sum_p, sum_y)
  *       one row chunk of the summary pass (kernels.numpy_chunk's definition), each row read in two or
- *       three passes (fused_typed):
+ *       three passes (fused_typed), or logits of fewer than 64 classes 64 rows at a time, one row per
+ *       vector lane (fused_cols):
  *       p = softmax(x) (or the given probabilities), conf = max p, correct = [argmax p = y] (lowest
  *       index on ties), nll = log Σ e^{x − max} − (x_y − max) (−log p_y), brier = Σ (p − [k = y])²,
  *       top5 = [rank of y < 5] (on the logits themselves), and per (class, bin) count, Σp, Σ[y = k]
@@ -274,8 +275,8 @@ search_bin(double v, Py_ssize_t m, const double *edges)
 
 /* ---------- fused_rows ---------- */
 
-/* logits rows shorter than this have their exps made in one loop (into `e`, or a row on the stack) and
- * summed in a second: split at the label, each of two exp loops would end in scalar calls of exp */
+/* logits rows shorter than this run in fused_cols, and nll_typed makes their exps in one loop and sums
+ * them in a second: split at the label, each of two exp loops would end in scalar calls of exp */
 #define SHORT_K 64
 /* from this many classes the lowest bin's cells are kept apart (fused_typed) */
 #define SPLIT_K 32
@@ -296,9 +297,9 @@ typedef struct {
 
 /* The rows of one call (kernels.numpy_chunk's definition), each read in two or three passes:
  *   1. max_j x_j (logits) or the top label's probability, and with top-5 the rank of x_y;
- *   2. (logits) e_j = exp(x_j − max), Σe and Σ_{j≠y} e_j², in one loop split at the label (e_y apart),
- *      or for rows shorter than SHORT_K a loop of exps and one of sums; the exps kept in `e` for the
- *      classwise cells; the same sums, so the same bits, whatever else is asked;
+ *   2. (logits) e_j = exp(x_j − max), Σe and Σ_{j≠y} e_j², in one loop split at the label (e_y apart);
+ *      the exps kept in `e` for the classwise cells; the same sums, so the same bits, whatever else is
+ *      asked;
  *      p = e/Σe is never written: conf = 1/Σe (e = exp 0 = 1 at the max), nll = log Σe − (x_y − max),
  *      brier = Σ_{j≠y} p_j² + (1 − p_y)² with p = e·(1/Σe);
  *   3. (classwise) the (class, bin) cells of p.
@@ -317,7 +318,7 @@ fused_typed(const Fused *f, const int f32, const int is_logits, const int keep)
     double *restrict sum_p = f->sum_p, *restrict sum_y = f->sum_y, *restrict e = f->e;
     unsigned char *restrict correct = f->correct, *restrict top5 = f->top5;
     int64_t *restrict count = f->count, *restrict above = f->above;
-    double *restrict low_sum = f->low_sum, short_row[SHORT_K];
+    double *restrict low_sum = f->low_sum;
     /* most probabilities fall in the lowest bin [0, edges[1]): its Σp cells are kept contiguous in j
      * (one vectorised pass a row) and its counts are the rest of the rows (`above` counts the others);
      * the same additions in the same order as adding each p into its cell */
@@ -350,22 +351,7 @@ fused_typed(const Fused *f, const int f32, const int is_logits, const int keep)
         }
         /* pass 2: probabilities given: total = 1, e_y = x_y, e = x (p = e·1) */
         double total = 1.0, sq = 0.0, ey = s_y;
-        if (is_logits && k < SHORT_K) { /* a loop of exps, kept, and one of sums (the same in every mode) */
-            double *restrict er = keep ? e : short_row;
-#pragma omp simd
-            for (Py_ssize_t j = 0; j < k; j++) {
-                er[j] = exp(score(x, f32, j) - mx);
-            }
-            total = 0.0;
-            ey = er[y];
-#pragma omp simd reduction(+ : total, sq)
-            for (Py_ssize_t j = 0; j < k; j++) {
-                const double w = j == y ? 0.0 : er[j];
-                total += er[j];
-                sq += w * w;
-            }
-        }
-        else if (is_logits) { /* e_y apart: Σ_{j≠y} e_j² without cancellation; the same sums in every mode */
+        if (is_logits) { /* e_y apart: Σ_{j≠y} e_j² without cancellation; the same sums in every mode */
             total = 0.0;
             exp_sums(x, f32, 0, y, mx, e, keep, &total, &sq);
             ey = exp(s_y - mx);
@@ -457,10 +443,166 @@ fused_typed(const Fused *f, const int f32, const int is_logits, const int keep)
     }
 }
 
+/* Logits of fewer classes than COLS_K: BLOCK rows at a time, one row per vector lane. The block is
+ * copied class by class (t[j][i] = x_ij), so every loop below runs over the rows (no tail within a
+ * row, the log too in the vector), and a row's sums add its classes in order j = 0, 1, ...; each row
+ * depends on itself only, and each (class, bin) cell adds its rows in sample order, as fused_typed. */
+#define COLS_K SHORT_K
+#define BLOCK 64
+/* the classwise bins of fused_cols: ⌊p·M⌋ is the bin where p·M is farther than NEAR_EDGE from an integer
+ * (p·M and the edges·M are within M·2^-52 of exact), for M ≤ COLS_M */
+#define NEAR_EDGE 0x1p-30
+#define COLS_M (1 << 20)
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && defined(CALIB_VECTOR_EXP)
+#pragma omp declare simd notinbranch
+extern double log(double);
+#endif
+
+INLINE void
+fused_cols(const Fused *f, const int f32, const int keep)
+{
+    const Py_ssize_t k = f->k, m = f->m, rows = f->rows;
+    const int want_top5 = f->want_top5 && !f->top_label_only, full = !f->top_label_only;
+    const int64_t *restrict labels = f->labels;
+    const double *restrict edges = f->edges;
+    double t[COLS_K][BLOCK], e[COLS_K][BLOCK], mx[BLOCK], s_y[BLOCK], total[BLOCK], sq[BLOCK], inv[BLOCK], e_y[BLOCK],
+        nll[BLOCK], brier[BLOCK];
+    int64_t y[BLOCK], best[BLOCK], rank[BLOCK];
+    int bin[COLS_K][BLOCK];
+    for (Py_ssize_t i0 = 0; i0 < rows; i0 += BLOCK) {
+        const Py_ssize_t nb = rows - i0 < BLOCK ? rows - i0 : BLOCK;
+        for (Py_ssize_t i = 0; i < nb; i++) {
+            const void *x = row_of(f->scores, f32, i0 + i, k);
+            for (Py_ssize_t j = 0; j < k; j++) {
+                t[j][i] = score(x, f32, j);
+            }
+            y[i] = labels[i0 + i];
+            s_y[i] = t[y[i]][i];
+        }
+        for (Py_ssize_t i = nb; i < BLOCK; i++) { /* a last block's other lanes: zeros, never read */
+            for (Py_ssize_t j = 0; j < k; j++) {
+                t[j][i] = 0.0;
+            }
+            y[i] = 0;
+            s_y[i] = 0.0;
+        }
+        for (Py_ssize_t i = 0; i < BLOCK; i++) {
+            mx[i] = t[0][i];
+            rank[i] = 0;
+            total[i] = 0.0;
+            sq[i] = 0.0;
+            best[i] = k;
+        }
+        for (Py_ssize_t j = 0; j < k; j++) {
+#pragma omp simd
+            for (Py_ssize_t i = 0; i < BLOCK; i++) {
+                const double v = t[j][i];
+                mx[i] = v > mx[i] ? v : mx[i];
+                rank[i] += (v > s_y[i]) | ((v == s_y[i]) & (j < y[i])); /* on the scores themselves */
+            }
+        }
+        for (Py_ssize_t j = 0; j < k; j++) {
+#pragma omp simd
+            for (Py_ssize_t i = 0; i < BLOCK; i++) {
+                e[j][i] = exp(t[j][i] - mx[i]);
+            }
+        }
+        for (Py_ssize_t i = 0; i < BLOCK; i++) { /* e_y apart: Σ_{j≠y} e_j² without cancellation */
+            e_y[i] = e[y[i]][i];
+            e[y[i]][i] = 0.0;
+        }
+        for (Py_ssize_t j = 0; j < k; j++) { /* no choice in this loop: GCC 12 would not vectorise it */
+#pragma omp simd
+            for (Py_ssize_t i = 0; i < BLOCK; i++) {
+                total[i] += e[j][i];
+                sq[i] += e[j][i] * e[j][i];
+            }
+        }
+        for (Py_ssize_t i = 0; i < BLOCK; i++) {
+            total[i] += e_y[i];
+            e[y[i]][i] = e_y[i];
+        }
+        for (Py_ssize_t j = k - 1; j >= 0; j--) { /* argmax p, the lowest index on ties: e_j/Σe = 1/Σe */
+#pragma omp simd
+            for (Py_ssize_t i = 0; i < BLOCK; i++) {
+                best[i] = e[j][i] / total[i] == 1.0 / total[i] ? j : best[i];
+            }
+        }
+        double *restrict conf = f->conf + i0;
+        unsigned char *restrict correct = f->correct + i0;
+        for (Py_ssize_t i = 0; i < nb; i++) {
+            conf[i] = 1.0 / total[i];
+            correct[i] = best[i] == y[i];
+        }
+        if (!full) {
+            continue;
+        }
+#pragma omp simd
+        for (Py_ssize_t i = 0; i < BLOCK; i++) {
+            inv[i] = 1.0 / total[i];
+            const double r = 1.0 - e_y[i] * inv[i];
+            nll[i] = log(total[i]) - (s_y[i] - mx[i]);
+            brier[i] = sq[i] * inv[i] * inv[i] + r * r;
+        }
+        for (Py_ssize_t i = 0; i < nb; i++) {
+            f->nll[i0 + i] = nll[i];
+            f->brier[i0 + i] = brier[i];
+            if (want_top5) {
+                f->top5[i0 + i] = rank[i] < 5;
+            }
+        }
+        if (!keep) {
+            continue;
+        }
+        /* the classwise cells: p and its bin for every class, ⌊p·M⌋ where p·M is farther than NEAR_EDGE
+         * from an integer (so from the edges b/M, for M ≤ COLS_M), else uniform_bin's; then added row
+         * after row, class after class (a row's cells are distinct: no chain through memory from one
+         * addition to the next), each cell, of one class, getting its rows in order */
+        const int fast = m <= COLS_M;
+        for (Py_ssize_t j = 0; j < k; j++) {
+            int near = fast ? 0 : BLOCK;
+            if (fast) {
+#pragma omp simd reduction(+ : near)
+                for (Py_ssize_t i = 0; i < BLOCK; i++) {
+                    const double p = e[j][i] * inv[i], t = p * (double)m, frac = t - (double)(int)t;
+                    e[j][i] = p;
+                    bin[j][i] = (int)t;
+                    near += (frac < NEAR_EDGE) | (frac > 1.0 - NEAR_EDGE);
+                }
+            }
+            for (Py_ssize_t i = 0; !fast && i < BLOCK; i++) {
+                e[j][i] *= inv[i];
+            }
+            for (Py_ssize_t i = 0; near > 0 && i < nb; i++) {
+                const double t = e[j][i] * (double)m, frac = fast ? t - (double)(int)t : 0.0;
+                if ((frac < NEAR_EDGE) | (frac > 1.0 - NEAR_EDGE)) {
+                    const Py_ssize_t b = uniform_bin(e[j][i], m, edges);
+                    bin[j][i] = (int)(b < 0 ? 0 : b);
+                    near--;
+                }
+            }
+        }
+        int64_t *restrict count = f->count;
+        double *restrict sum_p = f->sum_p, *restrict sum_y = f->sum_y;
+        for (Py_ssize_t i = 0; i < nb; i++) {
+            for (Py_ssize_t j = 0; j < k; j++) {
+                count[j * m + bin[j][i]] += 1;
+                sum_p[j * m + bin[j][i]] += e[j][i];
+            }
+            sum_y[y[i] * m + bin[y[i]][i]] += 1.0;
+        }
+    }
+}
+
 ROW_LOOP
 fused_loop(const Fused *f)
 {
     const int keep = f->classwise && !f->top_label_only;
+    if (f->is_logits && f->k < COLS_K) {
+        f->f32 ? (keep ? fused_cols(f, 1, 1) : fused_cols(f, 1, 0)) : (keep ? fused_cols(f, 0, 1) : fused_cols(f, 0, 0));
+        return;
+    }
     if (f->f32) {
         if (f->is_logits) {
             keep ? fused_typed(f, 1, 1, 1) : fused_typed(f, 1, 1, 0);
