@@ -227,3 +227,27 @@ def test_half_precision_non_contiguous_scores_and_narrow_or_bool_labels(device):
         device_metrics(torch.as_tensor(x, device=device), torch.as_tensor(y, device=device), n_bins=0)
     with pytest.raises(InputError, match="input_kind"):
         device_metrics(torch.as_tensor(x, device=device), torch.as_tensor(y, device=device), input_kind="prob")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_probabilities_given_as_logits_refused_as_evaluate_refuses_them(device):
+    """Unstated input kind: rows in [0, 1] summing to 1 are refused with evaluate's message; for
+    bfloat16 the tolerance is bfloat16's (2·2⁻⁷), as for a bfloat16 file; 1-D scores in [0, 1] warn."""
+    from calibrate_cli import evaluate
+    from calibrate_cli.errors import CalibWarning
+
+    rng = np.random.default_rng(2)
+    p = rng.dirichlet(np.ones(6), 400)
+    y = torch.as_tensor(rng.integers(0, 6, 400), device=device)
+    with pytest.raises(InputError) as on_host:
+        evaluate(p, y.cpu().numpy())
+    with pytest.raises(InputError) as on_device:
+        device_metrics(torch.as_tensor(p, device=device), y)
+    assert str(on_device.value) == str(on_host.value)
+    off = torch.as_tensor(p * 1.005, device=device).to(torch.bfloat16)  # sums 1.005 ± bfloat16 rounding
+    assert (off.double().sum(1) - 1).abs().max() > 1e-3
+    with pytest.raises(InputError, match="look like probabilities"):
+        device_metrics(off, y)
+    device_metrics(torch.as_tensor(p, device=device), y, input_kind="probs")  # stated: accepted
+    with pytest.warns(CalibWarning, match="every score lies in"):
+        device_metrics(torch.as_tensor(rng.uniform(size=400), device=device), y % 2)

@@ -13,6 +13,7 @@ Scores keep their dtype (a memory-mapped float32 file is not copied); computatio
 
 from __future__ import annotations
 
+import sys
 import warnings
 from dataclasses import dataclass
 from typing import Iterator, Literal
@@ -121,6 +122,26 @@ class ScaledRows(RowSlices):
         return np.divide(self.base[rows], self.t, dtype=np.float64)
 
 
+class KeptRows(RowSlices):
+    """The rows ``index`` (increasing) of ``base`` (an (N, K) array or row reader), read a row chunk at
+    a time: ``kept[a:b]`` is ``base[index[a:b]]``, so a subset (a jackknife sample, the training folds
+    of a cross-validation) holds no copy of the scores. ``dtype`` and ``stored_eps`` are the base's: its
+    chunks are what it gives (float32 for bfloat16), and the probability-sum tolerance is unchanged."""
+
+    def __init__(self, base, index: np.ndarray) -> None:
+        self.base, self.index = base, index
+        self.shape = (int(index.shape[0]), int(base.shape[1]))
+        self.dtype = base.dtype
+        self.stored_eps = getattr(base, "stored_eps", 0.0)
+
+    def read(self, rows: slice) -> np.ndarray:
+        index = self.index[rows]
+        if index.shape[0] == 0:
+            return np.asarray(self.base[0:0])
+        first = int(index[0])  # the span of base rows that holds them, read by a slice (any row reader)
+        return np.asarray(self.base[first : int(index[-1]) + 1])[index - first]
+
+
 def row_array(scores):
     """``scores`` as an array read by row chunks: itself when it is an ndarray or a 2-D row reader
     (an object with ``dtype``, ``shape``, ``ndim``, row-slice indexing and ``read_into(rows, out)``:
@@ -155,15 +176,31 @@ def with_stored_precision(array: np.ndarray, *, eps: float) -> np.ndarray:
     return out
 
 
-def probs_sum_tolerance(scores: np.ndarray) -> float:
+def probs_sum_tolerance(scores) -> float:
     """How far from 1 a probability row may sum: max(1e-3, 2·ε) with ε the machine epsilon of
-    the stored dtype (float16: 2⁻¹⁰, bfloat16: 2⁻⁷). Rounding each of p_1..p_K to that dtype moves
-    the sum by at most ε/2 · Σ p_k = ε/2; the factor 4 over that leaves room for the model's own
-    rounding."""
+    the stored dtype (float16: 2⁻¹⁰, bfloat16: 2⁻⁷), of a numpy array or a torch tensor. Rounding
+    each of p_1..p_K to that dtype moves the sum by at most ε/2 · Σ p_k = ε/2; the factor 4 over
+    that leaves room for the model's own rounding."""
     eps = float(getattr(scores, "stored_eps", 0.0))
-    if scores.dtype.kind == "f":
-        eps = max(eps, float(np.finfo(scores.dtype).eps))
+    dtype = scores.dtype
+    if isinstance(dtype, np.dtype):
+        if dtype.kind == "f":
+            eps = max(eps, float(np.finfo(dtype).eps))
+    elif getattr(dtype, "is_floating_point", False):  # a torch dtype
+        eps = max(eps, float(sys.modules["torch"].finfo(dtype).eps))
     return max(PROBS_SUM_TOLERANCE, 2.0 * eps)
+
+
+def looks_like_probabilities(chunk, tolerance: float) -> bool:
+    """Whether every value of a (rows, K) or (rows,) ``chunk`` (numpy array or torch tensor, on its
+    device) lies in [0, 1 + tolerance] (False for NaN) and, for (rows, K), every row sums to 1 within
+    ``tolerance`` (the sums in float64)."""
+    if not (bool(chunk.min() >= 0) and bool(chunk.max() <= 1 + tolerance)):
+        return False
+    if chunk.ndim == 1:
+        return True
+    f64 = np.float64 if isinstance(chunk, np.ndarray) else sys.modules["torch"].float64
+    return bool((abs(chunk.sum(1, dtype=f64) - 1.0) <= tolerance).all())
 
 
 def _first_bad_row(mask_rows: np.ndarray) -> int:
@@ -417,24 +454,23 @@ def _check_not_swapped(scores: np.ndarray, labels: np.ndarray, scores_name: str,
 
 
 def resolve_input_kind(scores, input_kind: InputKind | None, scores_name: str = "scores") -> InputKind:
-    """``input_kind`` when stated; else "logits", after refusing (N, K) scores that look like
-    probabilities (every value in [0, 1], every row summing to 1: softmax of them would be a silent
-    wrong number) and warning (:class:`~calibrate_cli.errors.CalibWarning`) about 1-D scores in [0, 1].
+    """``input_kind`` when stated; else "logits", after refusing (N, K) scores (numpy, a row reader or
+    a torch tensor on its device) that look like probabilities (:func:`looks_like_probabilities`:
+    softmax of them would be a silent wrong number) and warning (:class:`~calibrate_cli.errors.CalibWarning`)
+    about 1-D scores in [0, 1].
 
     The scan stops at the first row chunk that cannot be probabilities (for logits, nearly always the
     first)."""
     if input_kind is not None:
         return input_kind
-    scores = row_array(scores)
-    if scores.ndim not in (1, 2) or scores.dtype.kind not in "iufb" or scores.size == 0:
+    on_device = type(scores).__module__.startswith("torch")  # a torch tensor, read where it lies
+    scores = scores if on_device else row_array(scores)
+    if scores.ndim not in (1, 2) or scores.shape[0] == 0 or (not on_device and scores.dtype.kind not in "iufb"):
         return "logits"  # the shape checks say what is wrong
     tolerance = probs_sum_tolerance(scores)
     k = scores.shape[1] if scores.ndim == 2 else 1
     for rows in row_chunks(scores.shape[0], k):
-        chunk = scores[rows]
-        if not (chunk.min() >= 0 and chunk.max() <= 1 + tolerance):  # False for NaN
-            return "logits"
-        if chunk.ndim == 2 and not (np.abs(chunk.sum(axis=1, dtype=np.float64) - 1.0) <= tolerance).all():
+        if not looks_like_probabilities(scores[rows], tolerance):
             return "logits"
     if scores.ndim == 2:
         raise InputError(f"{scores_name}: every row lies in [0, 1] and sums to 1: these look like probabilities, not "

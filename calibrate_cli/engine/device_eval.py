@@ -43,7 +43,7 @@ from .sorting import order_statistics
 from ..errors import InputError
 from ..metrics.registry import BinSums, MetricSums, WeightedSamples, metric_values, sums_needed, METRICS
 from ..metrics.functional import DEFAULT_N_BINS
-from ..data.predictions import PROBS_SUM_TOLERANCE, probs_sum_tolerance
+from ..data.predictions import probs_sum_tolerance, resolve_input_kind
 
 __all__ = [
     "DEVICE_EXTRAS", "DEVICE_METRICS", "compile_failure", "device_metric_sums", "device_metrics", "host_metric_sums",
@@ -357,7 +357,6 @@ def _checked(torch, scores, labels, input_kind: str):
     """(scores as (N, K) floats, labels as int64, is_logits), checked; one-line InputErrors."""
     if input_kind not in ("logits", "probs", None):
         raise InputError(f"Expected `input_kind` to be 'logits' or 'probs', but got {input_kind!r}")
-    unstated, input_kind = input_kind is None, input_kind or "logits"
     if not isinstance(scores, torch.Tensor) or not isinstance(labels, torch.Tensor):
         raise InputError("device_metrics takes torch tensors (numpy arrays: calibrate_cli.evaluate)")
     if scores.device != labels.device:
@@ -374,14 +373,7 @@ def _checked(torch, scores, labels, input_kind: str):
         raise InputError(f"labels of shape {tuple(labels.shape)} for {scores.shape[0]} rows of scores: expected ({scores.shape[0]},)")
     if labels.is_floating_point() or labels.is_complex():
         raise InputError(f"labels must be integers, got {labels.dtype}")
-    is_logits = input_kind == "logits"
-    if unstated and scores.ndim == 2:  # softmax of probabilities would be a silent wrong number
-        lo, hi = (float(v) for v in torch.aminmax(scores))
-        if lo >= 0 and hi <= 1 + PROBS_SUM_TOLERANCE:
-            off = (scores.sum(dim=1, dtype=torch.float64) - 1.0).abs().max()
-            if float(off) <= PROBS_SUM_TOLERANCE:
-                raise InputError("scores: every row lies in [0, 1] and sums to 1: these look like probabilities, not "
-                                 "logits (softmax would be taken of them)", remedy="probs-or-logits")
+    is_logits = resolve_input_kind(scores, input_kind) == "logits"
     if scores.ndim == 1:  # binary: two columns, as calibrate_cli.data.predictions does
         s = scores.to(torch.float64)
         scores = torch.stack([1.0 - s, s] if not is_logits else [torch.zeros_like(s), s], dim=1)
