@@ -24,6 +24,11 @@ ensemble temperature scaling), which take log max(p, ε) with ε = :data:`PROB_E
 machine epsilon, as the reference beta calibration package ``betacal`` clips to [ε, 1 − ε]); a fit
 that clips, or a map that clips what it is applied to, says so (a
 :class:`~calibrate_cli.errors.CalibWarning`).
+
+Scores are read a row chunk at a time, never widened whole (bfloat16 and float16 files, memory maps):
+probabilities become log p as each chunk is read (:class:`LogProbabilityRows`), and every map is
+applied chunk by chunk (:meth:`Calibrator.apply`, :meth:`Calibrator.apply_by_rows`). What a method
+holds beyond that is said in its module (docs/eval.md, "Vocabulary-scale K").
 """
 
 from __future__ import annotations
@@ -39,10 +44,13 @@ from typing import Any, Callable, ClassVar, NamedTuple
 import numpy as np
 
 from ..errors import CalibError, CalibWarning, FitError, InputError
-from ..data.predictions import INPUT_KINDS, InputKind, Predictions, as_predictions, check_scores, row_chunks
+from ..data.predictions import (INPUT_KINDS, InputKind, Predictions, RowSlices, as_predictions, check_scores,
+                                largest_magnitude, row_array, row_chunks)
 from ..data.probabilities import softmax
+from ..engine.class_samples import probabilities_by_rows
 
-__all__ = ["Calibrator", "FitData", "FitInfo", "OBJECTIVES", "PROB_EPS", "ProbabilitiesClipped", "Search",
+__all__ = ["Calibrator", "CLASS_COLUMNS_MAX_VALUES", "FitData", "FitInfo", "LOG_PROBS_IN_MEMORY", "LogProbabilityRows",
+           "OBJECTIVES", "PROB_EPS", "ProbabilitiesClipped", "Search", "class_probabilities", "nll_by_rows",
            "probabilities_to_logits"]
 
 #: what ``clips_zeros`` methods put in place of a probability of exactly 0 (so 1 − ε for one of exactly
@@ -52,6 +60,12 @@ _LOG_PROB_EPS = float(np.log(PROB_EPS))
 
 #: what a fit can minimise on the fitting set, each computed exactly as ``evaluate`` reports it
 OBJECTIVES = ("ece", "nll", "adaece")
+#: the most (N × K) log-probabilities a fit keeps as one float64 array (32 MB); beyond, log p is
+#: computed from the probabilities as each row chunk is read (:class:`LogProbabilityRows`)
+LOG_PROBS_IN_MEMORY = 1 << 22
+#: the most probabilities (N × K) that a one-vs-rest method sorting each class's N values (isotonic,
+#: BBQ, equal-mass histogram binning) holds at once, as one float64 array (2.1 GB at the limit)
+CLASS_COLUMNS_MAX_VALUES = 1 << 28
 
 Progress = Callable[[int, "int | None"], None]
 
@@ -74,6 +88,44 @@ def probabilities_to_logits(probs: np.ndarray) -> np.ndarray:
         p = np.stack([1.0 - p, p], axis=1)
     with np.errstate(divide="ignore"):
         return np.log(p)
+
+
+class LogProbabilityRows(RowSlices):
+    """log p of probabilities ``probs`` ((N, K), or (N,) p(class 1); an array or a row reader such as
+    bfloat16's), computed as each row chunk is read (:func:`probabilities_to_logits` per chunk: the
+    same values as on the whole array), raised to ``floor`` (log ε) when given: no (N, K) float64 copy
+    of the scores is held."""
+
+    dtype = np.dtype(np.float64)
+
+    def __init__(self, probs, floor: float | None = None) -> None:
+        self.probs, self.floor = probs, floor
+        self.shape = (int(probs.shape[0]), 2 if probs.ndim == 1 else int(probs.shape[1]))
+
+    def read(self, rows: slice) -> np.ndarray:
+        z = probabilities_to_logits(self.probs[rows])
+        return z if self.floor is None else np.maximum(z, self.floor, out=z)
+
+    def held(self):
+        """These log-probabilities as one float64 array when that is small (:data:`LOG_PROBS_IN_MEMORY`:
+        read once, not at every pass of a solver), else themselves."""
+        n, k = self.shape
+        return self[0:n] if n * k <= LOG_PROBS_IN_MEMORY else self
+
+
+def _by_chunks(scores):
+    """``scores`` as an array read by row chunks: a row reader (bfloat16, log p, …) stays one."""
+    return scores if isinstance(scores, RowSlices) else row_array(scores)
+
+
+def _has_zeros(probs) -> bool:
+    """Whether probabilities ``probs`` (an array or row reader, checked ≥ 0) hold an exact 0, by row chunks."""
+    k = probs.shape[1] if probs.ndim == 2 else 1
+    for rows in row_chunks(probs.shape[0], k):
+        chunk = probs[rows]
+        if not (chunk > 0).all() or (chunk.ndim == 1 and not (chunk < 1).all()):  # 1-D: 1 − p = 0 too
+            return True
+    return False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,28 +178,55 @@ class FitData:
         )
         logits = predictions.scores
         if predictions.input_kind == "probs":  # as validated (the kind stated, or that of validated Predictions)
-            logits = probabilities_to_logits(logits)
-            return cls(logits, predictions.labels, scores_name, has_zeros=bool(np.isneginf(logits).any()),
-                       input_kind="probs")
+            return cls(LogProbabilityRows(logits).held(), predictions.labels, scores_name,
+                       has_zeros=_has_zeros(logits), input_kind="probs")
         return cls(logits=logits, labels=predictions.labels, scores_name=scores_name)
+
+    def row_chunks(self):
+        """The row slices of the fitting set's passes."""
+        return row_chunks(self.n, self.k)
+
+    def range_scores(self) -> np.ndarray:
+        """The logits as the range checks read them (:func:`~calibrate_cli.data.predictions.check_nll_range`,
+        ``check_scaled_range``): themselves, or for log-probabilities computed by row chunks an (N, K)
+        view of one value, their largest finite magnitude (no copy: those checks would read them whole)."""
+        if not isinstance(self.logits, RowSlices):
+            return self.logits
+        peak = max(largest_magnitude(self.rows(rows)) for rows in self.row_chunks())
+        return np.broadcast_to(np.float64(peak), self.logits.shape)
+
+    def log_odds(self) -> np.ndarray:
+        """s = z₁ − z₀ of each row (K = 2), float64 (N,), read a row chunk at a time."""
+        s = np.empty(self.n)
+        for rows in self.row_chunks():
+            z = self.rows(rows)
+            s[rows] = z[:, 1] - z[:, 0]
+        return s
 
     def clipped(self) -> tuple["FitData", int]:
         """These data with log-probabilities of exactly 0 (−inf) raised to log ε (:data:`PROB_EPS`), and
         how many were raised (the data themselves, 0, when none)."""
         if not self.has_zeros:
             return self, 0
-        count = int(np.count_nonzero(np.isneginf(self.logits)))
-        logits = np.maximum(np.asarray(self.logits, dtype=np.float64), _LOG_PROB_EPS)
+        count = sum(int(np.count_nonzero(np.isneginf(self.rows(rows)))) for rows in self.row_chunks())
+        if isinstance(self.logits, LogProbabilityRows):  # read by row chunks: raised as they are read
+            logits = LogProbabilityRows(self.logits.probs, _LOG_PROB_EPS)
+        else:
+            logits = np.maximum(np.asarray(self.logits, dtype=np.float64), _LOG_PROB_EPS)
         return FitData(logits, self.labels, self.scores_name, has_zeros=False, input_kind=self.input_kind,
                        weights=self.weights), count
 
     def require_finite(self, what: str) -> None:
         """Refuse log-probabilities of exactly 0 (methods whose maps are not defined at −inf)."""
-        if self.has_zeros:  # logits are checked finite: only log p holds −inf (no (N, K) test of the scores)
-            row = int(np.flatnonzero(np.isneginf(self.logits).any(axis=1))[0])
-            raise InputError(
-                f"{self.scores_name}: {what} needs finite logits, but row {row} has a probability of exactly 0"
-            )
+        if not self.has_zeros:  # logits are checked finite: only log p holds −inf
+            return
+        for rows in self.row_chunks():
+            bad = np.isneginf(self.rows(rows)).any(axis=1)
+            if bad.any():
+                row = rows.start + int(np.flatnonzero(bad)[0])
+                raise InputError(
+                    f"{self.scores_name}: {what} needs finite logits, but row {row} has a probability of exactly 0"
+                )
 
     def require_finite_true_class(self, what: str) -> None:
         """Refuse a true class of probability 0: its NLL is infinite whatever the map (a row of
@@ -458,22 +537,22 @@ class Calibrator(ABC):
         return input_kind
 
     def _as_logits(self, scores, input_kind: InputKind | None, scores_name: str):
-        """``scores`` as logits for the map: probabilities (checked: rows summing to 1) become log p."""
+        """``scores`` as logits for the map: probabilities (checked: rows summing to 1) become log p,
+        a row chunk at a time as they are read (:meth:`_log_probs`)."""
         if self._kind(input_kind, scores_name) != "probs":
             return scores
-        scores = scores if isinstance(scores, np.ndarray) else np.asarray(scores)
+        scores = _by_chunks(scores)
         check_scores(scores, scores_name, "probs")
         return self._log_probs(scores, scores_name)
 
-    def _log_probs(self, probs, scores_name: str) -> np.ndarray:
-        """log p, as :func:`probabilities_to_logits`; log max(p, ε) for a ``clips_zeros`` map, with a
-        :class:`ProbabilitiesClipped` warning when there was a 0 to clip."""
-        z = probabilities_to_logits(probs)
+    def _log_probs(self, probs, scores_name: str) -> LogProbabilityRows:
+        """log p, as :func:`probabilities_to_logits`, read by row chunks; log max(p, ε) for a
+        ``clips_zeros`` map, with a :class:`ProbabilitiesClipped` warning when there is a 0 to clip."""
         if not self.clips_zeros:
-            return z
-        if np.isneginf(z).any():
+            return LogProbabilityRows(probs)
+        if _has_zeros(probs):
             _warn_clipped(scores_name)
-        return np.maximum(z, _LOG_PROB_EPS, out=z)
+        return LogProbabilityRows(probs, _LOG_PROB_EPS)
 
     # -- applying -----------------------------------------------------------------------------------
     @property
@@ -507,34 +586,73 @@ class Calibrator(ABC):
         return self._transform_logits(self._as_logits(scores, input_kind, scores_name), scores_name)
 
     def _transform_logits(self, z, scores_name: str) -> np.ndarray:
-        """Calibrated logits of logits ``z`` (or log p), of the fitted K."""
-        return self._transform(self._checked(z, scores_name))
+        """Calibrated logits of logits ``z`` (or log p), of the fitted K, a row chunk at a time."""
+        return self._by_rows(z, self._transform, scores_name)
+
+    def _check_k(self, shape: tuple, scores_name: str) -> None:
+        """Refuse an unfitted map, or scores of ``shape`` with another K than the fitted one."""
+        if not self.is_fitted:
+            raise InputError(f"this {type(self).__name__} is not fitted yet; call fit(scores, labels) first")
+        k = 2 if len(shape) == 1 else (shape[1] if len(shape) == 2 else -1)
+        if self.k is not None and k != self.k:
+            raise InputError(
+                f"{scores_name}: {k if k > 0 else 'unknown'} classes (shape {tuple(shape)}) but the calibration "
+                f"was fitted on K = {self.k}"
+            )
 
     def _checked(self, logits, scores_name: str, *, widen: bool = True) -> np.ndarray:
         """``logits`` as a float64 array of the fitted K (``widen=False``: float32 and integer arrays
         as they are, for a map that widens them itself, without a float64 copy first)."""
-        if not self.is_fitted:
-            raise InputError(f"this {type(self).__name__} is not fitted yet; call fit(scores, labels) first")
         z = np.asarray(logits)
         if widen or z.dtype.kind not in "iuf":
             z = np.asarray(z, dtype=np.float64)
-        k = 2 if z.ndim == 1 else (z.shape[1] if z.ndim == 2 else -1)
-        if self.k is not None and k != self.k:
-            raise InputError(
-                f"{scores_name}: {k if k > 0 else 'unknown'} classes (shape {z.shape}) but the calibration "
-                f"was fitted on K = {self.k}"
-            )
+        self._check_k(z.shape, scores_name)
         return z
+
+    def _by_rows(self, scores, fn, scores_name: str, *, finite: bool = False) -> np.ndarray:
+        """``fn`` (a map of float64 logits, row by row) of ``scores`` (an array or a row reader, of the
+        fitted K), one row chunk at a time into one float64 array: the values of ``fn`` on the whole
+        array, with no widened copy of the scores. ``finite``: refuse a result that is not finite."""
+        scores = _by_chunks(scores)
+        self._check_k(scores.shape, scores_name)
+        n = scores.shape[0]
+        out = None
+        for rows in row_chunks(n, scores.shape[1] if scores.ndim == 2 else 1):
+            part = fn(np.asarray(scores[rows], dtype=np.float64))
+            if finite:
+                self._check_finite(part, rows.start, scores_name)
+            if out is None:
+                out = np.empty((n, *part.shape[1:]), dtype=part.dtype)
+            out[rows] = part
+        return out if out is not None else fn(np.asarray(scores[0:0], dtype=np.float64))
+
+    def _check_finite(self, out: np.ndarray, first_row: int, scores_name: str) -> None:
+        """Refuse calibrated scores ``out`` (rows from ``first_row``) that are not finite."""
+        if not np.isfinite(out).all():
+            row = first_row + int(np.flatnonzero(~np.isfinite(out).reshape(out.shape[0], -1).all(axis=1))[0])
+            raise InputError(
+                f"{scores_name}: the {self.name} calibration gives scores that are not finite (first at row {row}): "
+                "its parameters are too large for these scores (a tampered or foreign calibration file?)"
+            )
 
     def predict_proba(self, scores, *, input_kind: InputKind | None = None, scores_name: str = "logits") -> np.ndarray:
         """Calibrated probabilities ((N, K), float64) of ``scores`` of ``input_kind`` (default: the
         kind it was fitted on): softmax of :meth:`transform`."""
-        return self._proba(self._checked(self._as_logits(scores, input_kind, scores_name), scores_name))
+        return self._by_rows(self._as_logits(scores, input_kind, scores_name), self._proba, scores_name)
 
     def result_kind(self, input_kind: InputKind) -> InputKind:
         """The kind of ``apply``'s result for scores of ``input_kind``: the same kind for a map that
         gives logits, always "probs" for a method whose output is probabilities (``output_kind``)."""
         return "probs" if self.output_kind == "probs" else input_kind
+
+    def _apply_rows(self, input_kind: InputKind, scores_name: str):
+        """The map of :meth:`apply` on one float64 row chunk of scores of ``input_kind`` (log p already
+        taken for probabilities)."""
+        if self.output_kind == "probs":
+            return self._proba
+        if input_kind == "probs":
+            return lambda z: softmax(self._transform_logits(z, scores_name))
+        return lambda z: self._transform_logits(z, scores_name)
 
     def apply(
         self, scores, input_kind: InputKind | None = None, *, scores_name: str = "scores", validate: bool = True
@@ -545,36 +663,45 @@ class Calibrator(ABC):
         isotonic, …) always returns probabilities (N, K), whose zeros would be −inf as logits.
         The identity returns ``scores`` unchanged. ``validate``: check the scores first (the same
         errors as ``evaluate``). ``input_kind``: by default the kind it was fitted on; another kind
-        is refused unless the map is the same on both (``shift_invariant``)."""
+        is refused unless the map is the same on both (``shift_invariant``). The scores are read a
+        row chunk at a time (an array or a row reader: bfloat16 is never widened whole)."""
         input_kind = self._kind(input_kind, scores_name)
-        scores = scores if isinstance(scores, np.ndarray) else np.asarray(scores)
+        scores = _by_chunks(scores)
         if validate:
             check_scores(scores, scores_name, input_kind)
         if self.is_identity:
             return scores
         z = self._log_probs(scores, scores_name) if input_kind == "probs" else scores
-        # parameters too large for these scores (a saved file's W = 1e308) overflow: one error below,
+        # parameters too large for these scores (a saved file's W = 1e308) overflow: one error,
         # naming the map, not numpy's RuntimeWarning and then "scores contain Inf"
         with np.errstate(over="ignore", invalid="ignore"):
-            if self.output_kind == "probs":
-                out = self._proba(self._checked(z, scores_name))
-            else:
-                out = self._transform_logits(z, scores_name)
-                out = softmax(out) if input_kind == "probs" else out
-        if validate and not np.isfinite(out).all():
-            row = int(np.flatnonzero(~np.isfinite(out).reshape(out.shape[0], -1).all(axis=1))[0])
-            raise InputError(
-                f"{scores_name}: the {self.name} calibration gives scores that are not finite (first at row {row}): "
-                "its parameters are too large for these scores (a tampered or foreign calibration file?)"
-            )
-        return out
+            return self._by_rows(z, self._apply_rows(input_kind, scores_name), scores_name, finite=validate)
 
     def apply_as_read(self, predictions: Predictions, *, scores_name: str = "scores") -> Predictions | None:
         """The calibrated samples as validated :class:`~calibrate_cli.data.predictions.Predictions` whose
         scores are computed a row chunk at a time as a pass reads them (no (N, K) array is written),
-        equal bit for bit to ``with_scores(apply(scores))``; or None where this map has no such view
-        (then :meth:`apply`). The base class has none."""
+        equal bit for bit to ``with_scores(apply(scores))``, with no check of them (a map known to keep
+        finite scores finite: one temperature); or None where this map has none. The base class has
+        none: :meth:`apply_by_rows` is the view of every map, checked as it is read."""
         return None
+
+    def apply_by_rows(self, predictions: Predictions, *, scores_name: str = "scores") -> Predictions | None:
+        """:meth:`apply_as_read` where the map has it, else the calibrated samples computed a row chunk at
+        a time as a pass reads them (:class:`CalibratedRows`: the same map per chunk as :meth:`apply`, so
+        the same values bit for bit, each chunk refused there when not finite), with no (N, K) array
+        written and no widened copy of the scores; None where :meth:`apply` is to say what is wrong
+        (another kind or K than the fitted one, scores not checked yet)."""
+        view = self.apply_as_read(predictions, scores_name=scores_name)
+        if view is not None:
+            return view
+        if not self.is_fitted or self.k not in (None, predictions.k) or predictions.pending is not None:
+            return None
+        if self.input_kind is not None and predictions.input_kind != self.input_kind and not self.shift_invariant:
+            return None
+        if self.is_identity:
+            return predictions
+        rows = CalibratedRows(self, predictions.scores, predictions.input_kind, scores_name)
+        return Predictions(scores=rows, labels=predictions.labels, input_kind=self.result_kind(predictions.input_kind))
 
     # -- saving -------------------------------------------------------------------------------------
     @property
@@ -638,6 +765,35 @@ class Calibrator(ABC):
         return f"{type(self).__name__}({self.label if self.is_fitted else 'not fitted'})"
 
 
+class CalibratedRows(RowSlices):
+    """The scores ``calibrator.apply(scores, input_kind)`` gives, computed as each row chunk is read
+    (the same map per chunk, so the same values bit for bit) and refused there when not finite; a
+    probability of exactly 0 that the map clips is said once (:class:`ProbabilitiesClipped`)."""
+
+    dtype = np.dtype(np.float64)
+
+    def __init__(self, calibrator: Calibrator, scores, input_kind: InputKind, scores_name: str) -> None:
+        self.calibrator, self.scores, self.input_kind, self.scores_name = calibrator, scores, input_kind, scores_name
+        self.shape = (int(scores.shape[0]), int(scores.shape[1]))
+        self._map = calibrator._apply_rows(input_kind, scores_name)
+        self._clips = input_kind == "probs" and calibrator.clips_zeros
+        self._warned = False
+
+    def read(self, rows: slice) -> np.ndarray:
+        chunk = self.scores[rows]
+        if self.input_kind == "probs":
+            if self._clips and not self._warned and _has_zeros(chunk):
+                self._warned = True
+                _warn_clipped(self.scores_name)
+            z = LogProbabilityRows(chunk, _LOG_PROB_EPS if self._clips else None).read(slice(None))
+        else:
+            z = np.asarray(chunk, dtype=np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = self._map(z)
+        self.calibrator._check_finite(out, rows.start, self.scores_name)
+        return out
+
+
 # ---------------------------------------------------------------------------------------------
 # Methods whose output is probabilities (histogram binning, isotonic regression, ensemble TS, …)
 
@@ -682,3 +838,29 @@ def nll_of(q: np.ndarray, labels: np.ndarray, weights: np.ndarray | None = None)
         if weights is None:
             return float(-np.mean(logs))
         return float(-np.sum(np.where(weights > 0, weights * logs, 0.0)) / np.sum(weights))
+
+
+def nll_by_rows(data: FitData, proba: Callable[[np.ndarray], np.ndarray] = probabilities_of) -> float:
+    """:func:`nll_of` of ``proba(z)`` (default: softmax) on the fitting set, a row chunk at a time:
+    (1/W) Σ_i w_i (−log q_{i,y_i}) (W = N without weights; rows of weight 0 left out)."""
+    total = 0.0
+    for rows in data.row_chunks():
+        q, y = proba(data.rows(rows)), data.labels[rows]
+        with np.errstate(divide="ignore"):
+            logs = np.log(q[np.arange(y.shape[0]), y])
+        w = None if data.weights is None else data.weights[rows]
+        total += float(np.sum(logs if w is None else np.where(w > 0, w * logs, 0.0)))
+    return -total / data.total_weight
+
+
+def class_probabilities(data: FitData, method: str) -> np.ndarray:
+    """softmax of the fitting set's logits, (N, K) float64, made a row chunk at a time, for a method
+    (``method``, its name in the message) that needs every class's N probabilities at once; refused
+    beyond :data:`CLASS_COLUMNS_MAX_VALUES` (one line, not an out-of-memory)."""
+    if data.n * data.k > CLASS_COLUMNS_MAX_VALUES:
+        raise InputError(
+            f"{data.scores_name}: {method} needs every class's probabilities at once: N × K = {data.n:,} × {data.k:,} "
+            f"would take {8 * data.n * data.k / 1e9:.1f} GB, beyond calib's limit of {CLASS_COLUMNS_MAX_VALUES:,} "
+            "values; fit it on fewer samples, or fit a temperature"
+        )
+    return probabilities_by_rows(data.logits, "logits")

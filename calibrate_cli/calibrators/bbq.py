@@ -17,7 +17,9 @@ B_max = min(N, ⌈C·N^{1/3}⌉), C = 10 (the paper's range), each weighted by i
 The average of piecewise-constant maps is piecewise constant: per class calib keeps the union of the
 models' interior edges t (strictly increasing) and the value on each piece (``len(t) + 1`` values:
 below t_1, between t_1 and t_2, …); q(s) = values[searchsorted(t, s, side="right")], then the K values
-of a row are renormalised (a row of zeros becomes uniform). Saved as ``{"method": "bbq", "k": K,
+of a row are renormalised (a row of zeros becomes uniform). The fit sorts each class's N scores, so it
+holds the (N, K) float64 probabilities (made by row chunks; refused beyond N·K =
+:data:`~.base.CLASS_COLUMNS_MAX_VALUES`); the map is applied a row chunk at a time. Saved as ``{"method": "bbq", "k": K,
 "bbq": {"edges": [[…] × K], "values": [[…] × K]}}``.
 """
 
@@ -28,7 +30,8 @@ import math
 import numpy as np
 
 from ..errors import FitError, InputError
-from .base import FitData, FitInfo, ProbabilityCalibrator, json_numbers, nll_of, probabilities_of, renormalise
+from .base import (FitData, FitInfo, ProbabilityCalibrator, class_probabilities, json_numbers, nll_by_rows,
+                   probabilities_of, renormalise)
 
 __all__ = ["BBQCalibration", "bbq_fit", "BBQ_C", "BBQ_PRIOR_SIZE"]
 
@@ -141,7 +144,7 @@ class BBQCalibration(ProbabilityCalibrator):
             self.k = len(self.edges_)
 
     def _fit(self, data: FitData, progress) -> FitInfo:
-        p = probabilities_of(data.logits)
+        p = class_probabilities(data, "BBQ")  # each class's N values, made by row chunks
         edges, values, details = [], [], []
         for k in range(data.k):
             try:
@@ -154,9 +157,7 @@ class BBQCalibration(ProbabilityCalibrator):
             if progress is not None:
                 progress(k + 1, data.k)
         self.edges_, self.values_, self.k = edges, values, data.k
-        return FitInfo(self.objectives[0], nll_of(self._proba(data.logits), data.labels, data.weights),
-                       nll_of(p, data.labels, data.weights),
-                       data.n, data.k,
+        return FitInfo(self.objectives[0], nll_by_rows(data, self._proba), nll_by_rows(data), data.n, data.k,
                        {"models": details[0]["models"], "most_likely_bins": [d["most_likely_bins"] for d in details]})
 
     @property

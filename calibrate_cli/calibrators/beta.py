@@ -60,8 +60,7 @@ class BetaCalibration(Calibrator):
                 f"{data.scores_name}: beta calibration is for binary problems (K = 2 or 1-D scores), got K = {data.k}"
             )
         data.require_finite("beta calibration")
-        z = np.asarray(data.logits, dtype=np.float64)
-        lp, lq = _features(z[:, 1] - z[:, 0])
+        lp, lq = _features(data.log_odds())  # s read by row chunks: (N,) values held, not the scores
         y = data.labels.astype(np.float64)
         sign = 2.0 * y - 1.0
         x = np.stack([lp, lq, np.ones_like(lp)], axis=1)  # m = a lp + b lq + c, lq = −ln(1 − p)

@@ -4,7 +4,8 @@ q = w₁ · softmax(z / T) + w₂ · softmax(z) + w₃ · 1/K, the weights on th
 
 T is the exact NLL-optimal temperature (as ``calib temperature --search nll``); the weights then
 minimise the mean NLL of q on the fitting set under the simplex constraint (SLSQP, as the authors'
-code; float64). Each term keeps the order of the logits, so q keeps the argmax whenever w₁ + w₂ > 0
+code; float64), on the (N, 3) components at the true class, read from the scores by row chunks
+(the scores are never held whole). Each term keeps the order of the logits, so q keeps the argmax whenever w₁ + w₂ > 0
 (w₃ = 1 alone would make every class equally likely). The output is probabilities. Saved as
 ``{"method": "ensemble_ts", "k": K, "ensemble_ts": {"temperature": T, "weights": [w₁, w₂, w₃]}}``.
 
@@ -18,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from .base import FitData, FitInfo, ProbabilityCalibrator, nll_of, Progress, json_number, json_numbers, probabilities_of
+from .base import (FitData, FitInfo, ProbabilityCalibrator, Progress, json_number, json_numbers, nll_by_rows,
+                   probabilities_of)
 from .temperature import fit_nll
 
 __all__ = ["EnsembleTemperatureScaling"]
@@ -67,11 +69,11 @@ class EnsembleTemperatureScaling(ProbabilityCalibrator):
 
         data.require_finite("ensemble temperature scaling")
         t, solver, warnings, *_ = fit_nll(data, progress)
-        z = np.asarray(data.logits, dtype=np.float64)
-        rows = np.arange(data.n)
-        # the three components at the true class: the NLL of q is −mean log(c @ w)
-        c = np.stack([probabilities_of(z / t)[rows, data.labels], probabilities_of(z)[rows, data.labels],
-                      np.full(data.n, 1.0 / data.k)], axis=1)
+        # the three components at the true class, (N, 3), read by row chunks: the NLL of q is −mean log(c @ w)
+        c = np.full((data.n, 3), 1.0 / data.k)
+        for rows in data.row_chunks():
+            z, at = data.rows(rows), (np.arange(rows.stop - rows.start), data.labels[rows])
+            c[rows, 0], c[rows, 1] = probabilities_of(z / t)[at], probabilities_of(z)[at]
 
         def fun(w):
             m = c @ w
@@ -89,8 +91,7 @@ class EnsembleTemperatureScaling(ProbabilityCalibrator):
         if fun(w)[0] > fun(w0)[0]:  # never worse than the temperature alone
             w = w0
         self.temperature_, self.weights_, self.k = float(t), w, data.k
-        return FitInfo(self.objectives[0], nll_of(self._proba(z), data.labels, data.weights),
-                       nll_of(probabilities_of(z), data.labels, data.weights),
+        return FitInfo(self.objectives[0], nll_by_rows(data, self._proba), nll_by_rows(data),
                        data.n, data.k, {**solver, "weight_iterations": int(result.nit)}, warnings=tuple(warnings))
 
     @property

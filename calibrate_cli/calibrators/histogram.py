@@ -8,6 +8,10 @@ the K values of a row are then renormalised to sum to 1 (a row of zeros becomes 
 - ``histogram_mass``: equal-mass bins per class, edges at the M-quantiles of the fitting set's p_k
   (``numpy.quantile``, linear), bins (e_b, e_{b+1}] with the outer ones open-ended.
 
+Equal-width bins are counted a row chunk at a time (the scores are never held whole); equal-mass
+edges need each class's N probabilities, so ``histogram_mass`` holds the (N, K) float64 probabilities
+(made by row chunks; refused beyond N·K = :data:`~.base.CLASS_COLUMNS_MAX_VALUES`).
+
 A bin with no fitting sample keeps its centre. Fewer than ``MIN_SAMPLES_PER_BIN`` fitting samples
 per bin on average (N < 5·M) is refused: the shares would be mostly noise. Saved as
 ``{"method": "histogram", "k": K, "histogram": {"edges": [[M − 1 inner edges] × K],
@@ -26,7 +30,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..metrics.functional import DEFAULT_N_BINS
-from .base import FitData, FitInfo, ProbabilityCalibrator, nll_of, json_numbers, probabilities_of, renormalise
+from .base import (FitData, FitInfo, ProbabilityCalibrator, class_probabilities, json_numbers, nll_by_rows,
+                   probabilities_of, renormalise)
 
 __all__ = ["EqualMassHistogramBinning", "HistogramBinning", "MIN_SAMPLES_PER_BIN", "weighted_quantiles"]
 
@@ -66,27 +71,33 @@ class HistogramBinning(ProbabilityCalibrator):
                 f"{data.scores_name}: histogram binning with {self.n_bins} bins needs at least "
                 f"{MIN_SAMPLES_PER_BIN * self.n_bins} fitting samples ({MIN_SAMPLES_PER_BIN} per bin on average), got {n}; use fewer bins"
             )
-        p = probabilities_of(data.logits)
-        edges = self._edges(p, data.weights)
-        values = np.empty((data.k, self.n_bins))
-        w = data.weights
-        for k in range(data.k):
-            bins = np.searchsorted(edges[k], p[:, k], side="left")  # (e_b, e_{b+1}]
-            if w is None:
-                count = np.bincount(bins, minlength=self.n_bins)
-                hits = np.bincount(bins, weights=(data.labels == k).astype(np.float64), minlength=self.n_bins)
-            else:  # weighted counts: Σw and Σw·[y = k] per bin
-                count = np.bincount(bins, weights=w, minlength=self.n_bins)
-                hits = np.bincount(bins, weights=w * (data.labels == k), minlength=self.n_bins)
-            lo = np.concatenate([[0.0], edges[k]])
-            hi = np.concatenate([edges[k], [1.0]])
-            values[k] = np.where(count > 0, hits / np.maximum(count, 1), 0.5 * (lo + hi))
-            if progress is not None:
-                progress(k + 1, data.k)
+        count, hits, edges = self._bin_sums(data, progress)
+        lo = np.concatenate([np.zeros((data.k, 1)), edges], axis=1)
+        hi = np.concatenate([edges, np.ones((data.k, 1))], axis=1)
+        values = np.where(count > 0, hits / np.maximum(count, 1), 0.5 * (lo + hi))
         self.edges_, self.values_, self.k = edges, values, data.k
-        return FitInfo(self.objectives[0], nll_of(self._proba(data.logits), data.labels, data.weights),
-                       nll_of(p, data.labels, data.weights),
+        return FitInfo(self.objectives[0], nll_by_rows(data, self._proba), nll_by_rows(data),
                        data.n, data.k, {"bins": self.n_bins, "binning": self.binning})
+
+    def _bin_sums(self, data: FitData, progress) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(count, hits, edges): per class k and bin b, the (weighted) count of fitting samples with
+        p_ik in bin b and of those with y_i = k, (K, M) each, and the inner edges (K, M − 1).
+        Equal-width bins are the same for every class: the sums are made a row chunk at a time."""
+        m, k = self.n_bins, data.k
+        edges = self._edges(np.empty((0, k)))
+        count, hits = np.zeros(k * m), np.zeros(k * m)
+        offsets = np.arange(k) * m
+        for rows in data.row_chunks():
+            p, y = probabilities_of(data.rows(rows)), data.labels[rows]
+            bins = np.searchsorted(edges[0], p, side="left")  # (e_b, e_{b+1}], the same edges for every class
+            cells = (bins + offsets).ravel()
+            at_label = y * m + bins[np.arange(y.shape[0]), y]  # the cell of (class y_i, the bin of p_{i,y_i})
+            w = None if data.weights is None else data.weights[rows]
+            count += np.bincount(cells, weights=None if w is None else np.repeat(w, k), minlength=k * m)
+            hits += np.bincount(at_label, weights=w, minlength=k * m)
+            if progress is not None:
+                progress(rows.stop, data.n)
+        return count.reshape(k, m), hits.reshape(k, m), edges
 
     @property
     def label(self) -> str:
@@ -94,6 +105,8 @@ class HistogramBinning(ProbabilityCalibrator):
 
     def _proba(self, z: np.ndarray) -> np.ndarray:
         p = probabilities_of(z)
+        if (self.edges_ == self.edges_[0]).all():  # the same edges for every class (equal-width): one search
+            return renormalise(self.values_[np.arange(p.shape[1]), np.searchsorted(self.edges_[0], p, side="left")])
         q = np.empty_like(p)
         for k in range(p.shape[1]):
             q[:, k] = self.values_[k, np.searchsorted(self.edges_[k], p[:, k], side="left")]
@@ -132,6 +145,21 @@ class EqualMassHistogramBinning(HistogramBinning):
 
     name = "histogram_mass"
     binning = "mass"
+
+    def _bin_sums(self, data: FitData, progress) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`HistogramBinning._bin_sums` on each class's own edges: the quantiles of its N
+        probabilities, so the (N, K) probabilities are held (made by row chunks)."""
+        p = class_probabilities(data, "equal-mass histogram binning")
+        edges = self._edges(p, data.weights)
+        count, hits = np.empty((data.k, self.n_bins)), np.empty((data.k, self.n_bins))
+        w = np.ones(data.n) if data.weights is None else data.weights
+        for k in range(data.k):
+            bins = np.searchsorted(edges[k], p[:, k], side="left")  # (e_b, e_{b+1}]
+            count[k] = np.bincount(bins, weights=None if data.weights is None else w, minlength=self.n_bins)
+            hits[k] = np.bincount(bins, weights=w * (data.labels == k), minlength=self.n_bins)
+            if progress is not None:
+                progress(k + 1, data.k)
+        return count, hits, edges
 
     def _edges(self, p: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         levels = np.arange(1, self.n_bins, dtype=np.float64) / self.n_bins

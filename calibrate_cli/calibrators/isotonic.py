@@ -9,6 +9,9 @@ uniform). Unlike scikit-learn's ``CalibratedClassifierCV(method="isotonic")`` th
 classifier and works for any K.
 
 Only the ends of each constant piece are kept (interpolating between them gives the same map).
+The fit sorts each class's N probabilities, so it holds the (N, K) float64 probabilities (made from
+the scores by row chunks; refused beyond N·K = :data:`~.base.CLASS_COLUMNS_MAX_VALUES`); the map is
+applied a row chunk at a time.
 Saved as ``{"method": "isotonic", "k": K, "isotonic": {"x": [[…] × K], "y": [[…] × K]}}``.
 
 >>> import numpy as np
@@ -22,7 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from .base import FitData, FitInfo, ProbabilityCalibrator, nll_of, json_numbers, probabilities_of, renormalise
+from .base import (FitData, FitInfo, ProbabilityCalibrator, class_probabilities, json_numbers, nll_by_rows,
+                   probabilities_of, renormalise)
 
 __all__ = ["IsotonicCalibration", "isotonic_fit"]
 
@@ -64,7 +68,7 @@ class IsotonicCalibration(ProbabilityCalibrator):
             self.k = len(self.x_)
 
     def _fit(self, data: FitData, progress) -> FitInfo:
-        p = probabilities_of(data.logits)
+        p = class_probabilities(data, "isotonic regression")  # each class's N values, made by row chunks
         xs, ys = [], []
         for k in range(data.k):
             x, y = isotonic_fit(p[:, k], (data.labels == k).astype(np.float64), data.weights)
@@ -73,8 +77,7 @@ class IsotonicCalibration(ProbabilityCalibrator):
             if progress is not None:
                 progress(k + 1, data.k)
         self.x_, self.y_, self.k = xs, ys, data.k
-        return FitInfo(self.objectives[0], nll_of(self._proba(data.logits), data.labels, data.weights),
-                       nll_of(p, data.labels, data.weights), data.n, data.k,
+        return FitInfo(self.objectives[0], nll_by_rows(data, self._proba), nll_by_rows(data), data.n, data.k,
                        {"breakpoints": [int(x.shape[0]) for x in xs]})
 
     @property

@@ -17,8 +17,11 @@ The Hessian of the NLL term is (1/N) Σ_i (diag(q_i) − q_i q_iᵀ) ⊗ x̃_i x
 is convex, and Newton's method (scipy's trust-exact) reaches its minimum in ~20 steps where L-BFGS-B
 took ~5000 on the sample model's Dirichlet fit (the overfitted optimum is very flat). Above a size
 budget (:data:`~._solve.NEWTON_BUDGET`, N · (K² + K)²) the fit falls back to L-BFGS-B.
-The diagonal is free (a temperature per class costs nothing); λ and μ pull the rest towards 0 (the
-paper picks them by cross-validation; here they are given, default ``DEFAULT_ODIR`` = 1e-2 each).
+The features are computed from the scores a row chunk at a time at every pass (no (N, K) float64
+copy is held); K² + K beyond :data:`MAX_MATRIX_PARAMETERS` (K ≥ 2048, e.g. a language model's
+vocabulary) is refused before the fit starts. The diagonal is free (a temperature per class costs
+nothing); λ and μ pull the rest towards 0 (the paper picks them by cross-validation; here they are
+given, default ``DEFAULT_ODIR`` = 1e-2 each).
 These maps can change predictions. The fit starts at the identity (W = I, b = 0), and a solver that
 stops before converging says so in the fit's warnings. Saved as ``{"method": "matrix", "k": K,
 "matrix": {"W": [[K × K]], "b": [K], "lambda": λ, "mu": μ}}`` (``dirichlet`` likewise).
@@ -28,41 +31,89 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..data.predictions import RowSlices
 from ..data.probabilities import log_softmax
 from ..errors import InputError
 from ._solve import newton_affordable, one_blas_thread
 from .base import Calibrator, FitData, FitInfo, Progress, json_number, json_numbers
 
-__all__ = ["DEFAULT_ODIR", "DirichletCalibration", "MatrixScaling", "odir_hessian", "odir_objective"]
+__all__ = ["DEFAULT_ODIR", "DirichletCalibration", "FeatureRows", "MAX_MATRIX_PARAMETERS", "MatrixScaling",
+           "check_matrix_size", "odir_hessian", "odir_objective", "odir_objective_by_rows"]
 
 DEFAULT_ODIR = 1e-2
+
+
+#: the most parameters (K² + K) a matrix or Dirichlet fit takes on: W alone is 32 MB of float64 at the
+#: limit, and the solver holds a few dozen vectors of that size (K ≤ 2047)
+MAX_MATRIX_PARAMETERS = 1 << 22
+
+
+def check_matrix_size(k: int, title: str, scores_name: str) -> None:
+    """Refuse, before the fit starts, a K × K map beyond :data:`MAX_MATRIX_PARAMETERS` (one line, not an
+    out-of-memory): a vocabulary of K = 262,144 would have 6.9·10¹⁰ parameters."""
+    if k * k + k > MAX_MATRIX_PARAMETERS:
+        raise InputError(
+            f"{scores_name}: {title} has K² + K = {k * k + k:,} parameters for K = {k:,} classes, beyond calib's "
+            f"limit of {MAX_MATRIX_PARAMETERS:,}",
+            remedy="nll-or-vector",
+        )
+
+
+def _nll_sums(x: np.ndarray, labels: np.ndarray, w: np.ndarray, b: np.ndarray, weights: np.ndarray | None):
+    """Σ_i w_i NLL_i of softmax(x Wᵀ + b) over the rows of ``x`` and its gradient sums (dW, db)
+    (w_i = 1 without ``weights``)."""
+    logq = log_softmax(x @ w.T + b)
+    rows = np.arange(x.shape[0])
+    at = logq[rows, labels]
+    g = np.exp(logq)
+    g[rows, labels] -= 1.0
+    if weights is not None:
+        at = weights * at
+        g *= weights[:, None]
+    return -float(np.sum(at)), g.T @ x, g.sum(axis=0)
+
+
+def _with_odir(total: float, dw: np.ndarray, db: np.ndarray, count: float, w: np.ndarray, b: np.ndarray,
+               lam: float, mu: float):
+    """The mean NLL (sums over ``count`` samples) plus the ODIR terms, and its gradient."""
+    k = w.shape[0]
+    off = w - np.diag(np.diag(w))
+    pairs = k * (k - 1)
+    value = total / count + lam / pairs * float(np.sum(off * off)) + mu / k * float(b @ b)
+    return value, dw / count + 2.0 * lam / pairs * off, db / count + 2.0 * mu / k * b
 
 
 def odir_objective(x: np.ndarray, labels: np.ndarray, w: np.ndarray, b: np.ndarray, lam: float, mu: float,
                    weights: np.ndarray | None = None):
     """The ODIR-regularised mean NLL of softmax(x Wᵀ + b) and its gradient (dW, db), float64;
     ``weights``: sample weights (the NLL's mean is then (1/W) Σ_i w_i NLL_i)."""
-    n, k = x.shape
-    logits = x @ w.T + b
-    logq = log_softmax(logits)
-    rows = np.arange(n)
-    off = w - np.diag(np.diag(w))
-    pairs = k * (k - 1)
-    if weights is None:
-        data_term = -float(np.mean(logq[rows, labels]))
-    else:
-        share = weights / np.sum(weights)
-        data_term = -float(np.sum(share * logq[rows, labels]))
-    value = data_term + lam / pairs * float(np.sum(off * off)) + mu / k * float(b @ b)
-    g = np.exp(logq)
-    g[rows, labels] -= 1.0
-    if weights is None:
-        g /= n
-    else:
-        g *= share[:, None]
-    dw = g.T @ x + 2.0 * lam / pairs * off
-    db = g.sum(axis=0) + 2.0 * mu / k * b
-    return value, dw, db
+    count = x.shape[0] if weights is None else float(np.sum(weights))
+    return _with_odir(*_nll_sums(x, labels, w, b, weights), count, w, b, lam, mu)
+
+
+class FeatureRows(RowSlices):
+    """The features x = ``features(z)`` of the fitting set's rows, computed from its scores as each
+    row chunk is read (the same values per row): no (N, K) float64 copy of the scores is held."""
+
+    dtype = np.dtype(np.float64)
+
+    def __init__(self, data: FitData, features) -> None:
+        self.data, self.features = data, features
+        self.shape = (data.n, data.k)
+
+    def read(self, rows: slice) -> np.ndarray:
+        return self.features(self.data.rows(rows))
+
+
+def odir_objective_by_rows(x: FeatureRows, labels: np.ndarray, w: np.ndarray, b: np.ndarray, lam: float, mu: float,
+                           weights: np.ndarray | None = None):
+    """:func:`odir_objective` with the NLL sums made a row chunk at a time (added chunk by chunk)."""
+    total, dw, db = 0.0, np.zeros_like(w), np.zeros_like(b)
+    for rows in x.data.row_chunks():
+        part = _nll_sums(x[rows], labels[rows], w, b, None if weights is None else weights[rows])
+        total, dw, db = total + part[0], dw + part[1], db + part[2]
+    count = x.shape[0] if weights is None else x.data.total_weight
+    return _with_odir(total, dw, db, count, w, b, lam, mu)
 
 
 def odir_hessian(x: np.ndarray, labels: np.ndarray, w: np.ndarray, b: np.ndarray, lam: float, mu: float,
@@ -133,8 +184,9 @@ class MatrixScaling(Calibrator):
     def _fit(self, data: FitData, progress: Progress | None) -> FitInfo:
         from scipy.optimize import minimize
 
+        check_matrix_size(data.k, self.title, data.scores_name)
         data.require_finite(self.title)
-        x = self.features(np.asarray(data.logits, dtype=np.float64))
+        x = FeatureRows(data, self.features)  # computed from the scores a row chunk at a time, at every pass
         k, labels = data.k, data.labels
         calls = [0]
 
@@ -142,8 +194,8 @@ class MatrixScaling(Calibrator):
             calls[0] += 1
             if progress is not None:
                 progress(calls[0], None)
-            value, dw, db = odir_objective(x, labels, theta[: k * k].reshape(k, k), theta[k * k:], self.odir_lambda,
-                                           self.odir_mu, data.weights)
+            value, dw, db = odir_objective_by_rows(x, labels, theta[: k * k].reshape(k, k), theta[k * k:],
+                                                   self.odir_lambda, self.odir_mu, data.weights)
             return value, np.concatenate([dw.ravel(), db])
 
         theta0 = np.concatenate([np.eye(k).ravel(), np.zeros(k)])

@@ -1,8 +1,8 @@
 """Platt scaling (Platt 1999), binary problems: p(class 1) = σ(a·s + b), s the log-odds.
 
 (a, b) minimise the mean NLL on the fitting set, by Newton's method with backtracking (the NLL is
-convex in (a, b); analytic gradient and Hessian). Unlike a temperature, the bias b can change
-predictions. Saved as ``{"method": "platt", "k": 2, "platt": {"a": a, "b": b}}``.
+convex in (a, b); analytic gradient and Hessian); only s (N,) is held, read from the scores by row
+chunks. Unlike a temperature, the bias b can change predictions. Saved as ``{"method": "platt", "k": 2, "platt": {"a": a, "b": b}}``.
 
 >>> import numpy as np
 >>> PlattScaling(a=2.0, b=-1.0).transform(np.array([0.5, 1.0]))   # log-odds in, log-odds out
@@ -32,8 +32,7 @@ def _fit_platt(data: FitData, progress) -> tuple[dict, list[str]]:
             remedy="nll-or-vector",
         )
     data.require_finite("Platt scaling")
-    z = np.asarray(data.logits, dtype=np.float64)
-    s = z[:, 1] - z[:, 0]
+    s = data.log_odds()  # read by row chunks: only s is held
     y = data.labels.astype(np.float64)
     sign = 2.0 * y - 1.0  # NLL_i = −log σ(sign_i · m_i), m = a s + b
 
@@ -80,9 +79,8 @@ def _fit_platt(data: FitData, progress) -> tuple[dict, list[str]]:
 
 
 
-def _platt_nll(data: FitData, a: float, b: float) -> float:
-    z = np.asarray(data.logits, dtype=np.float64)
-    s, sign = z[:, 1] - z[:, 0], 2.0 * data.labels - 1.0
+def _platt_nll(data: FitData, a: float, b: float, s: np.ndarray) -> float:
+    sign = 2.0 * data.labels - 1.0
     return float(data.mean(-_log_sigmoid(sign * (a * s + b))))
 
 
@@ -108,10 +106,11 @@ class PlattScaling(Calibrator):
         parameters, warnings = _fit_platt(data, progress)
         self.a_, self.b_ = parameters["a"], parameters["b"]
         self.k = 2
+        s = data.log_odds()
         return FitInfo(
             self.objectives[0],  # the NLL
-            _platt_nll(data, self.a_, self.b_),
-            _platt_nll(data, 1.0, 0.0),
+            _platt_nll(data, self.a_, self.b_, s),
+            _platt_nll(data, 1.0, 0.0, s),
             data.n,
             data.k,
             {"iterations": parameters["iterations"]},

@@ -31,8 +31,9 @@ from ..metrics.functional import DEFAULT_N_BINS
 from ..bootstrap.draws import DEFAULT_SEED
 from ..errors import CalibError, InputError
 from ..metrics.registry import METRICS
-from ..data.predictions import as_predictions
-from .base import ProbabilitiesClipped
+from ..data.predictions import (InputKind, KeptRows, Predictions, RowSlices, ScoreCheck, as_predictions,
+                                check_scores, probs_sum_tolerance)
+from .base import Calibrator, ProbabilitiesClipped
 
 __all__ = ["DEFAULT_FOLDS", "CrossValidated", "choose", "cross_validate", "stratified_folds"]
 
@@ -83,6 +84,30 @@ class CrossValidated:
                 "failure": self.failure}
 
 
+class OutOfFoldRows(RowSlices):
+    """The out-of-fold predictions of a cross-validation, computed as each row chunk is read: the chunk's
+    rows of fold f are mapped by ``calibrators[f]`` (fitted without fold f) through
+    :meth:`~calibrate_cli.calibrators.base.Calibrator.apply`, the same per-row map as applying it to the
+    whole fold, so the same values bit for bit, with no (N, K) float64 array written."""
+
+    dtype = np.dtype(np.float64)
+
+    def __init__(self, calibrators: list[Calibrator], folds: np.ndarray, scores, input_kind: InputKind,
+                 names: list[str]) -> None:
+        self.calibrators, self.folds, self.scores, self.input_kind, self.names = (
+            calibrators, folds, scores, input_kind, names)
+        self.shape = (int(scores.shape[0]), int(scores.shape[1]))
+
+    def read(self, rows: slice) -> np.ndarray:
+        chunk, fold = np.asarray(self.scores[rows]), self.folds[rows]
+        out = np.empty(chunk.shape, dtype=np.float64)
+        for f, cal in enumerate(self.calibrators):
+            at = np.flatnonzero(fold == f)
+            if at.size:  # checked by the pass that reads them (Predictions.pending), as evaluate checks scores
+                out[at] = cal.apply(chunk[at], self.input_kind, scores_name=self.names[f], validate=False)
+        return out
+
+
 def cross_validate(
     method: str,
     scores,
@@ -119,29 +144,31 @@ def cross_validate(
         from ..metrics.weighted import check_weights
 
         weights = check_weights(weights, predictions.n)
-    out, out_kind = None, None
-    for f in range(n_folds):
-        held = folds == f
-        name = f"{scores_name} (fold {f + 1} of {n_folds} held out)"
+    if predictions.pending is not None:  # each fold's fit takes its rows as checked
+        check_scores(predictions.scores, scores_name, kind)
+    calibrators, names = [], []
+    with warnings.catch_warnings():  # a fold's clipping is the whole set's, said once by its own fit
+        warnings.simplefilter("ignore", ProbabilitiesClipped)
+        for f in range(n_folds):
+            train = np.flatnonzero(folds != f)  # the other folds, read a row chunk at a time (no copy)
+            names.append(f"{scores_name} (fold {f + 1} of {n_folds} held out)")
+            fold_set = Predictions(KeptRows(predictions.scores, train), predictions.labels[train], kind)
+            try:
+                calibrators.append(fit(method, fold_set, None, input_kind=kind, scores_name=names[-1],
+                                       weights=None if weights is None else weights[train], **(options or {})))
+            except CalibError as exc:
+                return CrossValidated(method, metric, n_folds, None, f"fold {f + 1} of {n_folds}: {exc}")
+            if progress is not None:
+                progress(f + 1, n_folds)
+        out_kind = calibrators[0].result_kind(kind)
+        out = OutOfFoldRows(calibrators, folds, predictions.scores, kind, names)
+        name = f"{scores_name} (out-of-fold {method})"
+        check = ScoreCheck(name, out_kind, probs_sum_tolerance(out))
         try:
-            with warnings.catch_warnings():  # a fold's clipping is the whole set's, said once by its own fit
-                warnings.simplefilter("ignore", ProbabilitiesClipped)
-                cal = fit(method, predictions.scores[~held], predictions.labels[~held], input_kind=kind,
-                          scores_name=name, weights=None if weights is None else weights[~held], **(options or {}))
-                part = cal.apply(predictions.scores[held], kind, scores_name=name, validate=False)
+            report = evaluate(Predictions(out, predictions.labels, out_kind, pending=check), None, input_kind=out_kind,
+                              n_bins=n_bins, compat=compat, scores_name=name, metrics=[metric], weights=weights)
         except CalibError as exc:
-            return CrossValidated(method, metric, n_folds, None, f"fold {f + 1} of {n_folds}: {exc}")
-        if out is None:
-            out_kind = cal.result_kind(kind)
-            out = np.empty((predictions.n, *part.shape[1:]), dtype=np.float64)
-        out[held] = part
-        if progress is not None:
-            progress(f + 1, n_folds)
-    try:
-        report = evaluate(out, predictions.labels, input_kind=out_kind, n_bins=n_bins, compat=compat,
-                          scores_name=f"{scores_name} (out-of-fold {method})", metrics=[metric], weights=weights)
-    except CalibError as exc:
-        return CrossValidated(method, metric, n_folds, None, f"its out-of-fold predictions: {exc}")
+            return CrossValidated(method, metric, n_folds, None, f"its out-of-fold predictions: {exc}")
     value = report.metrics.get(metric)
     value = None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
     return CrossValidated(method, metric, n_folds, value)

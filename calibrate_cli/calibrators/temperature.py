@@ -501,11 +501,12 @@ class TemperatureScaling(Calibrator):
                              remedy="cpu-device")
         # logits so large that a temperature overflows the sums or the dtype: refused, not NaN objectives
         t_min = NLL_TEMPERATURE_BOUNDS[0] if self.search == "nll" else float(self._temps.min())
+        scores = data.range_scores()  # log-probabilities computed by row chunks are not read whole
         if self.objective == "nll":
-            check_nll_range(data.logits, t_min, scores_name=data.scores_name)
+            check_nll_range(scores, t_min, scores_name=data.scores_name)
         if self.search == "grid":
             check_scaled_range(
-                data.logits, t_min, scores_name=data.scores_name, dtype=np.float32 if self.compat else np.float64,
+                scores, t_min, scores_name=data.scores_name, dtype=np.float32 if self.compat else np.float64,
                 why=f" (compat mode {self.compat} computes in float32)" if self.compat else "",
             )
         if self.search == "nll":

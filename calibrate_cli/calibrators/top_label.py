@@ -15,7 +15,9 @@ rest spread in proportion to the original probabilities; uniformly if they are a
 raised to s/(1 + s), s = max_{j≠c} p_j / Σ_{l≠c} p_l — where c ties the runner-up — and then by ulps
 until c is the argmax of q (lowest index on ties). Saved as ``{"method": "top_label", "k": K,
 "top_label": {"points_per_bin": P, "shared": {"edges", "values"}, "classes": [{"edges", "values"} × K]}}``
-(M − 1 inner edges and M values; a class on the shared binning has empty lists).
+(M − 1 inner edges and M values; a class on the shared binning has empty lists). The fit needs each
+row's prediction and confidence only, read from the scores by row chunks; the map is applied a row
+chunk at a time.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import math
 import numpy as np
 
 from ..errors import InputError
-from .base import FitData, FitInfo, ProbabilityCalibrator, json_number, json_numbers, nll_of, probabilities_of
+from .base import FitData, FitInfo, ProbabilityCalibrator, json_number, json_numbers, nll_by_rows, probabilities_of
 
 __all__ = ["DEFAULT_POINTS_PER_BIN", "TopLabelHistogramBinning", "equal_mass_binning"]
 
@@ -110,15 +112,19 @@ class TopLabelHistogramBinning(ProbabilityCalibrator):
                 f"{data.scores_name}: top-label binning with {self.points_per_bin} points per bin needs at least "
                 f"{self.points_per_bin} fitting samples, got {n}; use fewer points per bin"
             )
-        p = probabilities_of(data.logits)
-        pred = np.argmax(p, axis=1)
-        conf = p[np.arange(data.n), pred]
+        pred, conf = np.empty(data.n, dtype=np.int64), np.empty(data.n)
+        for rows in data.row_chunks():  # per row: the prediction and its confidence, read by row chunks
+            p = probabilities_of(data.rows(rows))
+            pred[rows] = np.argmax(p, axis=1)
+            conf[rows] = p[np.arange(p.shape[0]), pred[rows]]
         correct = pred == data.labels
         shared = equal_mass_binning(conf, correct, n // self.points_per_bin, w)
         classes, fallback = [], []
+        by_class = np.argsort(pred, kind="stable")  # each class's rows, in their order: O(N log N), not O(N·K)
+        starts = np.searchsorted(pred[by_class], np.arange(data.k + 1))
         for c in range(data.k):
-            mine = pred == c
-            points = int(np.count_nonzero(mine)) if w is None else int(round(float(np.sum(w[mine]))))
+            mine = by_class[starts[c]:starts[c + 1]]
+            points = int(mine.shape[0]) if w is None else int(round(float(np.sum(w[mine]))))
             n_bins = points // self.points_per_bin
             if n_bins == 0:
                 classes.append((np.zeros(0), np.zeros(0)))
@@ -134,8 +140,7 @@ class TopLabelHistogramBinning(ProbabilityCalibrator):
                         f"samples use the shared top-label binning (classes {_ranges(fallback)})",)
         solver = {"points_per_bin": self.points_per_bin, "shared_bins": int(shared[1].size),
                   "bins": [int(values.size) for _, values in classes], "shared_classes": fallback}
-        return FitInfo(self.objectives[0], nll_of(self._proba(data.logits), data.labels, data.weights),
-                       nll_of(p, data.labels, data.weights),
+        return FitInfo(self.objectives[0], nll_by_rows(data, self._proba), nll_by_rows(data),
                        data.n, data.k, solver, warnings=warnings)
 
     @property
@@ -145,8 +150,9 @@ class TopLabelHistogramBinning(ProbabilityCalibrator):
     def top_label_confidence(self, conf: np.ndarray, pred: np.ndarray) -> np.ndarray:
         """ĉ of top-label confidences ``conf`` predicted ``pred``: the bin's accuracy, before the floor."""
         out = np.empty(conf.shape[0])
-        for c, (edges, values) in enumerate(self.classes_):
+        for c in np.unique(pred):  # the classes predicted here, not all K
             mine = pred == c
+            edges, values = self.classes_[c]
             if values.size == 0:
                 edges, values = self.shared_
             out[mine] = values[np.searchsorted(edges, conf[mine], side="left")]

@@ -35,8 +35,8 @@ def _load_set(scores: str, labels: str | None, input_kind: str, label_col: str |
 
 def before_after(fit, score_array, predictions, input_kind, n_bins, compat, name, keep_scores=True, **bootstrap):
     """The set's reports before and after calibration, and its calibrated scores (None unless
-    ``keep_scores``; without it, a calibrator with :meth:`~calibrate_cli.calibrators.Calibrator.apply_as_read`
-    is evaluated as its scores are read). The set was validated
+    ``keep_scores``; without it, the calibrated scores are evaluated as they are computed, a row chunk
+    at a time: :meth:`~calibrate_cli.calibrators.Calibrator.apply_by_rows`). The set was validated
     when loaded; only the calibrated scores are checked (they are new). A method whose output is
     probabilities (``calibrator.result_kind``) is evaluated as probabilities. ``bootstrap``: the
     keywords of :func:`~calibrate_cli.evaluate.evaluate` for intervals (``bootstrap=B``, …)."""
@@ -46,11 +46,11 @@ def before_after(fit, score_array, predictions, input_kind, n_bins, compat, name
     calibrator = getattr(fit, "calibrator", fit)
     # intervals, extra metrics (sample weights are no reason to keep the calibrated array)
     resampled = any(value for key, value in bootstrap.items() if key not in ("device", "weights", "weights_name"))
-    as_read = None if resampled or keep_scores else calibrator.apply_as_read(predictions, scores_name=name)
+    as_read = None if resampled or keep_scores else calibrator.apply_by_rows(predictions, scores_name=name)
     if as_read is not None:
-        # calibrated chunk by chunk as they are read (temperature scaling): the same numbers as
-        # evaluating the calibrated array, without writing (and checking) an (N, K) float64 copy
-        return before, evaluate(as_read, None, **kwargs), None
+        # calibrated chunk by chunk as they are read: the same numbers as evaluating the calibrated
+        # array, without writing an (N, K) float64 copy (nor widening a bfloat16 file whole)
+        return before, evaluate(as_read, None, **{**kwargs, "input_kind": as_read.input_kind}), None
     after_scores = fit.apply(score_array, input_kind, scores_name=name)
     after_kind = calibrator.result_kind(input_kind)
     if after_kind == input_kind:
