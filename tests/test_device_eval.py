@@ -251,3 +251,18 @@ def test_probabilities_given_as_logits_refused_as_evaluate_refuses_them(device):
     device_metrics(torch.as_tensor(p, device=device), y, input_kind="probs")  # stated: accepted
     with pytest.warns(CalibWarning, match="every score lies in"):
         device_metrics(torch.as_tensor(rng.uniform(size=400), device=device), y % 2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bfloat16_probabilities_take_bfloat16s_tolerance(device):
+    """Stated bfloat16 probabilities whose rows sum to 1 within bfloat16's rounding (2·2⁻⁷), not within
+    float32's 1e-3, are accepted, as a bfloat16 file is; their metrics are those of their values."""
+    rng = np.random.default_rng(4)
+    p = rng.dirichlet(np.ones(6), 300)
+    y = rng.integers(0, 6, 300)
+    off = torch.as_tensor(p * 1.004, device=device).to(torch.bfloat16)
+    assert (off.double().sum(1) - 1).abs().max() > 1e-3
+    got = device_metrics(off, torch.as_tensor(y, device=device), input_kind="probs", metrics=["ece", "accuracy"])
+    probs = off.double().cpu().numpy()
+    assert got["accuracy"] == pytest.approx(naive.accuracy(probs, y), rel=1e-12)
+    assert got["ece"] == pytest.approx(naive.ece(probs, y, 15), rel=1e-9, abs=1e-12)

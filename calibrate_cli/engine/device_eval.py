@@ -111,7 +111,7 @@ def device_metric_sums(scores, labels, *, input_kind: str | None = None, n_bins:
     rows = _rows_per_chunk(x.device, k)
     blocks = ((start, x[start:start + rows], y[start:start + rows]) for start in range(0, n, rows))
     bad_rows = lambda: ((~torch.isfinite(x)).any(dim=1).cpu().numpy(), bool(torch.isnan(x).any()))  # noqa: E731
-    return _pass_sums(torch, blocks, x.device, n, k, _numpy_dtype(x.dtype), is_logits, n_bins, names, bad_rows)[0]
+    return _pass_sums(torch, blocks, x.device, n, k, probs_sum_tolerance(x), is_logits, n_bins, names, bad_rows)[0]
 
 
 def host_metric_sums(scores: np.ndarray, labels: np.ndarray, *, device: str = "cuda", is_logits: bool = True,
@@ -128,7 +128,7 @@ def host_metric_sums(scores: np.ndarray, labels: np.ndarray, *, device: str = "c
     n, k = scores.shape
     blocks = _host_blocks(torch, scores, labels, dev, _rows_per_chunk(dev, k))
     bad_rows = lambda: (~np.isfinite(scores).all(axis=1), bool(np.isnan(scores).any()))  # noqa: E731
-    return _pass_sums(torch, blocks, dev, n, k, scores.dtype, is_logits, n_bins, names, bad_rows)
+    return _pass_sums(torch, blocks, dev, n, k, probs_sum_tolerance(scores), is_logits, n_bins, names, bad_rows)
 
 
 def _rows_per_chunk(device, k: int) -> int:
@@ -136,17 +136,17 @@ def _rows_per_chunk(device, k: int) -> int:
     return max(1, (COMPILED_CHUNK_VALUES if compiled else EAGER_CHUNK_VALUES) // k)
 
 
-def _pass_sums(torch, blocks, device, n: int, k: int, score_dtype, is_logits: bool, n_bins: int, names,
+def _pass_sums(torch, blocks, device, n: int, k: int, tolerance: float, is_logits: bool, n_bins: int, names,
                bad_rows) -> tuple[MetricSums, np.ndarray | None]:
     """(MetricSums, AdaECE's edges | None) of the row blocks ``blocks`` ((start, scores, labels) on ``device``, in order):
     the chunk pass, AdaECE's edges selected on the device, the classwise cells and the sorted samples
-    when ``names`` asks for them. ``bad_rows()``: (mask of non-finite rows, any NaN), for the error."""
+    when ``names`` asks for them. ``tolerance``: how far from 1 a probability row may sum (that of the
+    scores' stored dtype); ``bad_rows()``: (mask of non-finite rows, any NaN), for the error."""
     m = int(n_bins)
     needed = sums_needed(DEVICE_METRICS if names is None else names)
     width_edges = uniform_edges(m)  # also checks n_bins
     d_edges = torch.as_tensor(width_edges, dtype=torch.float64, device=device)
     keep = bool(needed & {"mass", "samples"})
-    tolerance = float(probs_sum_tolerance(np.empty(0, dtype=score_dtype)))
     compiled = _compiled_pass(device)
     bin_sums = compiled[1] if compiled else _bin_sums
     conf, correct, totals, cells = _chunked_pass(torch, blocks, n, k, device, d_edges, compiled, is_logits, keep,
@@ -382,12 +382,6 @@ def _checked(torch, scores, labels, input_kind: str):
     if lo < 0 or hi >= k:
         raise InputError(f"labels must be class indices in [0, {k}) for K = {k} score columns; found {lo if lo < 0 else hi}")
     return scores.contiguous(), labels.to(torch.int64).contiguous(), is_logits
-
-
-def _numpy_dtype(dtype):
-    import torch
-
-    return {torch.float64: np.float64, torch.float32: np.float32}.get(dtype, np.float32)
 
 
 _COMPILED: dict = {}
