@@ -319,3 +319,27 @@ def test_one_vs_rest_with_equal_width_bins_is_not_limited(monkeypatch, no_whole_
 def test_every_calibrator_is_covered_here():
     covered = set(MULTICLASS + BINARY) | {"temperature"}  # temperature: tests/test_lm_scale_calibrators.py
     assert covered == set(CALIBRATORS), set(CALIBRATORS) ^ covered
+
+
+@pytest.mark.parametrize("method", ["vector", "histogram"])
+def test_calib_eval_with_a_calibrator_on_bf16_safetensors(runner, tmp_path, monkeypatch, no_whole_reads, method):
+    """``calib eval FILE --calibrator FIT.json``: the scores are calibrated a row chunk at a time as the
+    pass reads them (no widened copy, no (N, K) calibrated array), with the metrics of the widened
+    array calibrated whole."""
+    pytest.importorskip("safetensors")
+    val, val_wide, val_y = bf16_logits(200, 8, seed=12)
+    test, test_wide, test_y = bf16_logits(150, 8, seed=13)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cal = fit(method, val_wide, val_y)
+    (tmp_path / "fit.json").write_text(json.dumps(cal.to_dict()))
+    write_bf16_safetensors(tmp_path / "test.safetensors", test)
+    np.save(tmp_path / "test_y.npy", test_y)
+    want = calib.evaluate(cal.apply(test_wide), test_y, input_kind=cal.result_kind("logits")).metrics
+    monkeypatch.setattr(type(cal), "apply", lambda *a, **k: pytest.fail("an (N, K) calibrated array was written"))
+    result = runner.invoke(cli, ["eval", str(tmp_path / "test.safetensors"), str(tmp_path / "test_y.npy"),
+                                 "--calibrator", str(tmp_path / "fit.json"), "-f", "json"])
+    assert result.exit_code == 0, result.output + result.stderr
+    got = json.loads(result.stdout)["metrics"]
+    for name in ("ece", "nll", "brier", "accuracy", "classwise_ece"):
+        assert float(got[name]) == pytest.approx(want[name], rel=1e-12, abs=1e-15), name

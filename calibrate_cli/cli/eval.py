@@ -11,7 +11,7 @@ from .._version import __version__
 from ..errors import InputError
 from ..evaluate import evaluate
 from ..metrics.gates import check_gates
-from ..data.predictions import resolve_input_kind
+from ..data.predictions import Predictions, as_predictions, resolve_input_kind
 from . import render
 from .diagnostics import check_diagnostics, compute_diagnostics, diagnostics_options, rendered_with
 from .selective import (
@@ -359,14 +359,22 @@ def _eval_file(scores, labels, label_col, *, calibrator, input_kind, n_bins, com
     weight_array, weights_name = read_weights(weights, scores, found.score_columns)
     if calibrator is not None:
         input_kind = resolve_input_kind(score_array, input_kind, scores)  # before the map hides what they are
-        score_array = calibrator.apply(score_array, input_kind, scores_name=scores)
-        input_kind = calibrator.result_kind(input_kind)  # histogram binning, isotonic, …: probabilities
+        view = None
+        if not n_resamples and not _optional_metrics(extra_metrics) and device in (None, "cpu"):
+            # calibrated a row chunk at a time as the pass reads them: no (N, K) float64 copy written
+            view = calibrator.apply_by_rows(as_predictions(score_array, label_array, input_kind, scores_name=scores,
+                                                           labels_name=labels_name), scores_name=scores)
+        if view is not None:
+            score_array, input_kind = view, view.input_kind
+        else:
+            score_array = calibrator.apply(score_array, input_kind, scores_name=scores)
+            input_kind = calibrator.result_kind(input_kind)  # histogram binning, isotonic, …: probabilities
     with render.progress_bar(
         "bootstrap", enabled=n_resamples * len(label_array) > PROGRESS_MIN_WORK
     ) as progress:  # the data are validated and summarised once, for the metrics and their intervals
         report = evaluate(
             score_array,
-            label_array,
+            None if isinstance(score_array, Predictions) else label_array,  # calibrated as read: labels inside
             input_kind=input_kind,
             n_bins=n_bins,
             compat=compat,
