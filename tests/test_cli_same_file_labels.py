@@ -246,3 +246,26 @@ def test_labels_mistakes_are_usage_errors(runner, data):
     usage_error(run(runner, ["compare", t["val"], t["val"], *common]), "--labels NAME")
     usage_error(run(runner, ["report", a["p_val"], a["y_val"], a["p_test"], "--probs", "-o", "r.html"]),
                    "TEST_SCORES and TEST_LABELS")
+
+
+@pytest.mark.parametrize("ext", EXTS)
+def test_a_label_that_names_no_class_is_one_line_naming_its_place(runner, tmp_path, ext):
+    """A class-name label that is no score column's class: one line naming the file, the label's place
+    (CSV: its line; Parquet: its column and row) and the classes, exit 2."""
+    rng = np.random.default_rng(4)
+    p, y = _probs(rng, 6)
+    names = [NAMES[k] for k in y]
+    names[4] = "emu"
+    if ext == "csv":
+        path, where = tmp_path / "x.csv", "line 6"  # the header is line 1
+        _write_csv(path, p, y)
+        path.write_text(path.read_text().replace(f"4,{NAMES[y[4]]},", "4,emu,"))
+    else:
+        pd = pytest.importorskip("pandas")
+        pytest.importorskip("pyarrow")
+        path, where = tmp_path / "x.parquet", "column 'label', row 4"
+        pd.DataFrame({"label": names, **{f"p_{c}": p[:, j] for j, c in enumerate(NAMES)}}).to_parquet(path)
+    result = runner.invoke(cli, ["eval", str(path), "--labels", "label", "--scores", "p_*", "--probs"])
+    message = one_line_error(result)
+    assert result.exit_code == 2
+    assert f"{path}: {where}: label 'emu' is not a class (classes: cat, dog, owl" in message, message

@@ -31,6 +31,7 @@ __all__ = [
     "column_name",
     "column_index",
     "score_columns",
+    "class_indices",
     "class_names_of",
     "class_lookup",
     "labels_from_cells",
@@ -199,13 +200,19 @@ def labels_from_cells(cells: list[str], lines: list[int], label: str, column: st
             f"{label}: line {line}: label {name!r} is a name, but the score columns have no names to match it to; "
             "give class indices 0..K−1, or name the score columns after the classes (p_<class> or <class>)"
         )
+    return class_indices(cells, classes, label, lambda i: f"line {lines[i]}")
+
+
+def class_indices(cells: Sequence, classes: Sequence[str], label: str, where) -> np.ndarray:
+    """The class index of each class name in ``cells`` (stripped), by the score columns' names
+    ``classes`` (:func:`class_lookup`); ``where(i)``: cell i's place in a message ("line 4")."""
     short, lookup = class_lookup(classes, label)
     out = np.empty(len(cells), dtype=np.int64)
-    for i, (cell, line) in enumerate(zip(cells, lines)):
-        index = lookup.get(cell)
+    for i, cell in enumerate(cells):
+        index = lookup.get(cell.strip()) if isinstance(cell, str) else None
         if index is None:
             raise InputError(
-                f"{label}: line {line}: label {cell!r} is not a class (classes: {names_text(short)}, "
+                f"{label}: {where(i)}: label {cell!r} is not a class (classes: {names_text(short)}, "
                 "from the score columns' names, in their order)"
             )
         out[i] = index

@@ -23,8 +23,8 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ..errors import InputError
-from .columns import IndexWatch, class_lookup, column_index, score_columns
-from .formats import ScoreBlocks, ScoresFile, names_text, one_line, require
+from .columns import IndexWatch, class_indices, column_index, score_columns
+from .formats import ScoreBlocks, ScoresFile, one_line, require
 
 __all__ = ["read_table", "iter_table", "load_table_array", "read_columns", "iter_blocks", "read_labels", "TABLE_SUFFIXES"]
 
@@ -219,17 +219,7 @@ def _text_labels(cells: Sequence[str], label: str, column: str, classes: Sequenc
             f"{label}: column {column!r} holds class names, but the scores have no column names to match them to; "
             "give class indices 0..K−1, or one score column per class named after it (p_<class> or <class>)"
         )
-    short, lookup = class_lookup(classes, label)
-    out = np.empty(len(cells), dtype=np.int64)
-    for i, cell in enumerate(cells):
-        index = lookup.get(cell.strip()) if isinstance(cell, str) else None
-        if index is None:
-            raise InputError(
-                f"{label}: column {column!r}, row {row0 + i}: label {cell!r} is not a class (classes: {names_text(short)}, "
-                "from the score columns' names, in their order)"
-            )
-        out[i] = index
-    return out
+    return class_indices(cells, classes, label, lambda i: f"column {column!r}, row {row0 + i}")
 
 
 def _column_spec(table: _Table, key: str | None, score_cols: str | None, label: str) -> str | None:
