@@ -8,6 +8,8 @@
 #   cifar.json    short CIFAR-10 runs of CE and FLSD-53 (as many epochs as the time allows), with
 #                 `calib temperature` on each run's validation/test logits
 #   tests.txt     the torch tests, which run their CUDA cases where a GPU is present (pytest-xdist, 4 workers)
+#   llm.json      vocabulary-scale logits (3,000 x 128,256) on the GPU: calib, torchmetrics and a plain pass in
+#                 each dtype and format (benchmarks/bench_llm.py --device cuda)
 #   log.txt       the console of all of it
 #
 #   bash benchmarks/device_check.sh OUTDIR REFDIR
@@ -57,7 +59,10 @@ timeout 150 $PY -m pytest -q -p no:cacheprovider -rs --timeout 120 -n 4 \
   tests/test_meter.py > "$OUTDIR/tests.txt" 2>&1
 log "tests exit $?: $(tail -1 "$OUTDIR/tests.txt")"
 
-log "4. CIFAR-10 runs of CE and FLSD-53 (two at once, float32), calib temperature on each"
+log "4. vocabulary-scale logits on the GPU"
+timeout 90 $PY benchmarks/bench_llm.py --device cuda --json "$OUTDIR/llm.json" || log "bench_llm exit $?"
+
+log "5. CIFAR-10 runs of CE and FLSD-53 (two at once, float32), calib temperature on each"
 mkdir -p /tmp/cifar && tar xzf "$REFDIR/cifar10-jpeg.tar.gz" -C /tmp/cifar
 DATA=$(dirname "$(find /tmp/cifar -maxdepth 3 -type d -name train | head -1)")
 STEP_MS=$($PY -c "
