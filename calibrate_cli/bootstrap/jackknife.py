@@ -9,30 +9,12 @@ import numpy as np
 from ..errors import InputError
 from ..metrics.registry import sums_needed
 from ..metrics.functional import DEFAULT_N_BINS, METRIC_NAMES, metrics_from_summary, with_class_sorted
-from ..data.predictions import InputKind, Predictions, RowSlices
+from ..data.predictions import InputKind, KeptRows, Predictions
 from ..engine.summary import summarize
 from .selection import Metrics, custom_value, split_metrics
 
 #: groups of the delete-a-group jackknife that estimates the BCa acceleration (see jackknife_values)
 DEFAULT_JACKKNIFE_GROUPS = 100
-
-
-class KeptRows(RowSlices):
-    """The rows ``index`` (increasing) of ``base`` (an (N, K) array or row reader), read a row chunk at
-    a time: ``kept[a:b]`` is ``base[index[a:b]]``, so a jackknife sample holds no copy of the scores."""
-
-    def __init__(self, base, index: np.ndarray) -> None:
-        self.base, self.index = base, index
-        self.shape = (int(index.shape[0]), int(base.shape[1]))
-        self.dtype = base.dtype
-        self.stored_eps = getattr(base, "stored_eps", 0.0)
-
-    def read(self, rows: slice) -> np.ndarray:
-        index = self.index[rows]
-        if index.shape[0] == 0:
-            return np.asarray(self.base[0:0])
-        first = int(index[0])  # the span of base rows that holds them, read by a slice (any row reader)
-        return np.asarray(self.base[first : int(index[-1]) + 1])[index - first]
 
 
 def jackknife_groups(n: int, n_groups: int) -> list[np.ndarray]:

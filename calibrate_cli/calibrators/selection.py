@@ -9,7 +9,10 @@ that overfit it (histogram binning and isotonic regression reproduce it almost e
 - for each fold, the method is fitted on the other folds and applied to it: every sample gets a
   calibrated prediction from a map that never saw it (the *out-of-fold* predictions);
 - the method's cross-validated value is the metric of those N predictions, exactly as ``evaluate``
-  computes it on any scores (:func:`cross_validate`);
+  computes it on any scores (:func:`cross_validate`). The folds are read from the scores a row chunk
+  at a time (:class:`~calibrate_cli.data.predictions.KeptRows`) and the predictions computed chunk by
+  chunk as the metric reads them (:class:`OutOfFoldRows`): at vocabulary scale (K up to 262,144,
+  bfloat16) neither a copy of the training folds nor an (N, K) array of predictions is held;
 - the method with the best value is chosen (:func:`choose`; ties: the first in the order given). A
   method whose fit fails in any fold (an error, or a degenerate fit refused as
   :class:`~calibrate_cli.errors.FitError`) has no value and is never chosen.
@@ -152,6 +155,8 @@ def cross_validate(
         for f in range(n_folds):
             train = np.flatnonzero(folds != f)  # the other folds, read a row chunk at a time (no copy)
             names.append(f"{scores_name} (fold {f + 1} of {n_folds} held out)")
+            # validated rows, given as Predictions: not checked again, and kept a row reader (its dtype and
+            # stored_eps the scores': bfloat16's probability-sum tolerance holds)
             fold_set = Predictions(KeptRows(predictions.scores, train), predictions.labels[train], kind)
             try:
                 calibrators.append(fit(method, fold_set, None, input_kind=kind, scores_name=names[-1],
