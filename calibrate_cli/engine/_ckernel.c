@@ -108,35 +108,6 @@ row_min(const void *x, int f32, Py_ssize_t k)
     return mn;
 }
 
-/* total += Σ_{a ≤ j < b} e_j, sq += Σ e_j², e_j = exp(x_j − mx), kept in e[j] when `keep`: the two
- * loops alike, so the sums are the same bits whether the exps are kept or not. No choice (?:, if) in
- * these loops: GCC 12 does not vectorise a loop that has one and calls exp. */
-INLINE void
-exp_sums(const void *x, int f32, Py_ssize_t a, Py_ssize_t b, double mx, double *restrict e, int keep, double *total,
-         double *sq)
-{
-    double t = 0.0, s = 0.0;
-    if (keep) {
-#pragma omp simd reduction(+ : t, s)
-        for (Py_ssize_t j = a; j < b; j++) {
-            const double v = exp(score(x, f32, j) - mx);
-            e[j] = v;
-            t += v;
-            s += v * v;
-        }
-    }
-    else {
-#pragma omp simd reduction(+ : t, s)
-        for (Py_ssize_t j = a; j < b; j++) {
-            const double v = exp(score(x, f32, j) - mx);
-            t += v;
-            s += v * v;
-        }
-    }
-    *total += t;
-    *sq += s;
-}
-
 /* sq += Σ_{a ≤ j < b} x_j² (probabilities), x_j kept in e[j] when `keep`. */
 INLINE void
 prob_sums(const void *x, int f32, Py_ssize_t a, Py_ssize_t b, double *restrict e, int keep, double *sq)
@@ -276,10 +247,12 @@ search_bin(double v, Py_ssize_t m, const double *edges)
 /* ---------- fused_rows ---------- */
 
 /* logits rows shorter than this run in fused_cols, and nll_typed makes their exps in one loop and sums
- * them in a second: split at the label, each of two exp loops would end in scalar calls of exp */
+ * them in a second */
 #define SHORT_K 64
 /* from this many classes the lowest bin's cells are kept apart (fused_typed) */
 #define SPLIT_K 32
+/* the exps of a row a tile of this many classes at a time (fused_typed: the tile read twice from L1) */
+#define TILE 1024
 
 typedef struct {
     Py_ssize_t rows, k, m;
@@ -290,16 +263,15 @@ typedef struct {
     double *conf, *nll, *brier, *sum_p, *sum_y;
     unsigned char *correct, *top5;
     int64_t *count;
-    double *e;       /* scratch of K: a row's exps (its probabilities given), for the classwise cells */
+    double *e;       /* scratch of K: a row's exps (its probabilities given, for the classwise cells) */
     double *low_sum; /* scratch of K: the cells (j, 0) of Σp, contiguous in j */
     int64_t *above;  /* scratch of K: per class, this call's values in the bins b ≥ 1 */
 } Fused;
 
 /* The rows of one call (kernels.numpy_chunk's definition), each read in two or three passes:
  *   1. max_j x_j (logits) or the top label's probability, and with top-5 the rank of x_y;
- *   2. (logits) e_j = exp(x_j − max), Σe and Σ_{j≠y} e_j², in one loop split at the label (e_y apart);
- *      the exps kept in `e` for the classwise cells; the same sums, so the same bits, whatever else is
- *      asked;
+ *   2. (logits) e_j = exp(x_j − max) into `e` and Σe in one loop, then Σ_{j≠y} e_j² (e_y set apart);
+ *      the same sums, so the same bits, whatever else is asked;
  *      p = e/Σe is never written: conf = 1/Σe (e = exp 0 = 1 at the max), nll = log Σe − (x_y − max),
  *      brier = Σ_{j≠y} p_j² + (1 − p_y)² with p = e·(1/Σe);
  *   3. (classwise) the (class, bin) cells of p.
@@ -351,15 +323,30 @@ fused_typed(const Fused *f, const int f32, const int is_logits, const int keep)
         }
         /* pass 2: probabilities given: total = 1, e_y = x_y, e = x (p = e·1) */
         double total = 1.0, sq = 0.0, ey = s_y;
-        if (is_logits) { /* e_y apart: Σ_{j≠y} e_j² without cancellation; the same sums in every mode */
+        if (is_logits) { /* a tile at a time (in L1): its exps into `e` with Σe, then Σ_{j≠y} e_j² (e_y set
+                          * apart: no cancellation); no choice in these loops, or GCC 12 leaves them scalar */
             total = 0.0;
-            exp_sums(x, f32, 0, y, mx, e, keep, &total, &sq);
-            ey = exp(s_y - mx);
-            total += ey;
-            exp_sums(x, f32, y + 1, k, mx, e, keep, &total, &sq);
-            if (keep) {
-                e[y] = ey;
+            for (Py_ssize_t a = 0; a < k; a += TILE) {
+                const Py_ssize_t b = k - a < TILE ? k : a + TILE;
+#pragma omp simd reduction(+ : total)
+                for (Py_ssize_t j = a; j < b; j++) {
+                    const double v = exp(score(x, f32, j) - mx);
+                    e[j] = v;
+                    total += v;
+                }
+                if (top_label_only) {
+                    continue;
+                }
+                const int here = a <= y && y < b;
+                const double kept = e[y];
+                e[y] = here ? 0.0 : kept;
+#pragma omp simd reduction(+ : sq)
+                for (Py_ssize_t j = a; j < b; j++) {
+                    sq += e[j] * e[j];
+                }
+                e[y] = kept;
             }
+            ey = e[y];
         }
         else if (!top_label_only) {
             prob_sums(x, f32, 0, y, e, keep, &sq);
@@ -674,17 +661,14 @@ py_fused_rows(PyObject *self, PyObject *args)
                      (long long)f.labels[bad], f.k);
         goto fail;
     }
-    double *scratch = NULL;
-    if (f.classwise) { /* e, low_sum, above: three rows of K */
-        scratch = (double *)PyMem_RawMalloc(3 * (size_t)f.k * sizeof(double));
-        if (scratch == NULL) {
-            PyErr_NoMemory();
-            goto fail;
-        }
-        f.e = scratch;
-        f.low_sum = scratch + f.k;
-        f.above = (int64_t *)(scratch + 2 * f.k);
+    double *scratch = (double *)PyMem_RawMalloc(3 * (size_t)f.k * sizeof(double)); /* e, low_sum, above */
+    if (scratch == NULL) {
+        PyErr_NoMemory();
+        goto fail;
     }
+    f.e = scratch;
+    f.low_sum = scratch + f.k;
+    f.above = (int64_t *)(scratch + 2 * f.k);
     Py_BEGIN_ALLOW_THREADS
     fused_loop(&f);
     Py_END_ALLOW_THREADS
