@@ -503,15 +503,17 @@ def report_from_summary(
     # summary); AdaECE's edges selected (no sort); the one sort (KS-CE, SmoothECE) of the keys the pass
     # packed, beside the bins where the machine runs both at once, or, for a summary dropped after
     # (``consume``), of its own confidences in place by the metrics (no (N,) copy)
-    summary = with_pass_sums(summary, n_bins)
     consume = consume and not bootstrap
     conf, correct, keys = summary.confidences, summary.correct, summary.sort_keys
     if keys is not None and consume:  # sorted in place: only a summary dropped after
         sort = lambda: sort_packed(keys)  # noqa: E731
     else:
         sort = lambda: None if consume else sort_by_confidence(conf, correct)  # noqa: E731
-    ordered, mass = run_together(sort, lambda: equal_mass_bins(conf, correct, n_bins, compat=compat),
-                                 threads=None if together(summary.n) else 1)
+    # the bins and in-order sums read the confidences in sample order, beside the sort (of the keys, or
+    # of a copy): nothing is sorted in place before the metrics below
+    ordered, mass, summary = run_together(sort, lambda: equal_mass_bins(conf, correct, n_bins, compat=compat),
+                                          lambda: with_pass_sums(summary, n_bins),
+                                          threads=None if together(summary.n) else 1)
     width = summary.width
     # the default metrics built from the classwise cells: left out unasked at K > CLASSWISE_DEFAULT_MAX_K
     # (whether or not the pass made the cells: shards and streams make them), and wherever they are absent
