@@ -16,8 +16,8 @@ Engines:
 
 - ``"numpy"``: array expressions over the chunk (several (chunk × K) float64 temporaries).
 - ``"fused"``: one compiled loop reads each row in two or three passes (max; exp and sums; the
-  classwise cells) and keeps at most a few length-K scratch rows; nothing of size chunk × K is
-  allocated. The loop is the C extension's (:mod:`.native`, built by ``pip install`` where a C
+  classwise cells), or for logits of fewer than 64 classes 64 rows at once, one per vector lane, and
+  keeps at most a few length-K scratch rows; nothing of size chunk × K is allocated. The loop is the C extension's (:mod:`.native`, built by ``pip install`` where a C
   compiler is found: nothing to load at run time): plain C the compiler vectorises, glibc's vector
   ``exp`` where GCC builds on glibc, float64 sums in an order fixed by the row. It agrees with the
   numpy engine within the contract of docs/conventions.md (tests/test_engines.py), and each engine
