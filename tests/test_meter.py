@@ -288,12 +288,13 @@ def test_device_tensors_any_batching_equals_evaluate(device, cuts):
 @pytest.mark.parametrize("device", DEVICES)
 def test_device_tensors_never_come_to_the_host_whole(device, monkeypatch):
     # only the per-sample confidences (1-D) and the sums reach the host, never a (B, K) batch; the device
-    # pass is the one that reduces each batch
-    from calibrate_cli.engine import device_eval
+    # pass is the one that reduces each batch, and the only pass over its rows (the confidences AdaECE
+    # keeps and the classwise cells come from it too)
+    from calibrate_cli.engine import device_eval, rows
     from calibrate_cli.metrics import meter as meter_module
 
-    copied, passes = [], []
-    real_copy, real_pass = meter_module._host_array, device_eval.device_metric_sums
+    copied, passes, row_passes = [], [], []
+    real_copy, real_pass, real_rows = meter_module._host_array, device_eval.device_batch, rows.row_stats
 
     def copy(x):
         copied.append(tuple(x.shape))
@@ -303,11 +304,19 @@ def test_device_tensors_never_come_to_the_host_whole(device, monkeypatch):
         passes.append(args[0].device.type)
         return real_pass(*args, **kwargs)
 
+    def row_pass(*args, **kwargs):
+        row_passes.append(args[1].shape[0])
+        return real_rows(*args, **kwargs)
+
     monkeypatch.setattr(meter_module, "_host_array", copy)
-    monkeypatch.setattr(device_eval, "device_metric_sums", device_pass)
+    monkeypatch.setattr(device_eval, "device_batch", device_pass)
+    monkeypatch.setattr(device_eval, "row_stats", row_pass)
+    monkeypatch.setattr(rows, "row_stats", row_pass)
+    monkeypatch.setenv(device_eval.COMPILE_ENV, "0")  # eager on CUDA too: row_stats is called, not traced
     logits, labels = _data(120, 4, seed=2)
     report = _fed(_Meter(), logits, labels, [0, 50, 120], device, labels_as_numpy=True).compute()
     assert passes == [device, device]
+    assert row_passes == [50, 70]  # one pass over each batch's rows
     assert all(len(shape) == 1 for shape in copied), copied
     assert_agree(_comparable(report), _comparable(calib.evaluate(logits, labels)))
 

@@ -46,7 +46,8 @@ from ..metrics.functional import DEFAULT_N_BINS
 from ..data.predictions import probs_sum_tolerance, resolve_input_kind
 
 __all__ = [
-    "DEVICE_EXTRAS", "DEVICE_METRICS", "compile_failure", "device_metric_sums", "device_metrics", "host_metric_sums",
+    "DEVICE_EXTRAS", "DEVICE_METRICS", "compile_failure", "device_batch", "device_metric_sums", "device_metrics",
+    "host_metric_sums",
     "order_statistics_on_device",
 ]
 
@@ -104,14 +105,24 @@ def device_metric_sums(scores, labels, *, input_kind: str | None = None, n_bins:
     """The :class:`~calibrate_cli.metrics.registry.MetricSums` (batch of 1) of torch tensors, computed on
     their device: what :func:`device_metrics` turns into metrics (``names``: the metrics whose sums are
     wanted; default all of :data:`DEVICE_METRICS`). Bad input raises :class:`InputError`."""
+    return device_batch(scores, labels, input_kind=input_kind, n_bins=n_bins, names=names)[0]
+
+
+def device_batch(scores, labels, *, input_kind: str | None = None, n_bins: int = DEFAULT_N_BINS, names=None,
+                 rows: bool = False, cells: bool = False):
+    """(:func:`device_metric_sums`, the rows' (confidence float64, correctness) on the device when
+    ``rows``, the classwise cells (count, Σp, Σ[y = k]) as (K, M) numpy arrays when ``cells``), all from
+    one pass over the tensors: what a meter adding batches keeps."""
     import torch
 
     x, y, is_logits = _checked(torch, scores, labels, input_kind)
     n, k = x.shape
-    rows = _rows_per_chunk(x.device, k)
-    blocks = ((start, x[start:start + rows], y[start:start + rows]) for start in range(0, n, rows))
+    step = _rows_per_chunk(x.device, k)
+    blocks = ((start, x[start:start + step], y[start:start + step]) for start in range(0, n, step))
     bad_rows = lambda: ((~torch.isfinite(x)).any(dim=1).cpu().numpy(), bool(torch.isnan(x).any()))  # noqa: E731
-    return _pass_sums(torch, blocks, x.device, n, k, probs_sum_tolerance(x), is_logits, n_bins, names, bad_rows)[0]
+    sums, _, columns, class_cells = _pass_sums(torch, blocks, x.device, n, k, probs_sum_tolerance(x), is_logits,
+                                               n_bins, names, bad_rows, rows=rows, cells=cells)
+    return sums, columns, class_cells
 
 
 def host_metric_sums(scores: np.ndarray, labels: np.ndarray, *, device: str = "cuda", is_logits: bool = True,
@@ -128,7 +139,7 @@ def host_metric_sums(scores: np.ndarray, labels: np.ndarray, *, device: str = "c
     n, k = scores.shape
     blocks = _host_blocks(torch, scores, labels, dev, _rows_per_chunk(dev, k))
     bad_rows = lambda: (~np.isfinite(scores).all(axis=1), bool(np.isnan(scores).any()))  # noqa: E731
-    return _pass_sums(torch, blocks, dev, n, k, probs_sum_tolerance(scores), is_logits, n_bins, names, bad_rows)
+    return _pass_sums(torch, blocks, dev, n, k, probs_sum_tolerance(scores), is_logits, n_bins, names, bad_rows)[:2]
 
 
 def _rows_per_chunk(device, k: int) -> int:
@@ -137,20 +148,21 @@ def _rows_per_chunk(device, k: int) -> int:
 
 
 def _pass_sums(torch, blocks, device, n: int, k: int, tolerance: float, is_logits: bool, n_bins: int, names,
-               bad_rows) -> tuple[MetricSums, np.ndarray | None]:
-    """(MetricSums, AdaECE's edges | None) of the row blocks ``blocks`` ((start, scores, labels) on ``device``, in order):
-    the chunk pass, AdaECE's edges selected on the device, the classwise cells and the sorted samples
-    when ``names`` asks for them. ``tolerance``: how far from 1 a probability row may sum (that of the
+               bad_rows, *, rows: bool = False, cells: bool = False):
+    """(MetricSums, AdaECE's edges | None, (conf, correct) | None, classwise cells | None) of the row
+    blocks ``blocks`` ((start, scores, labels) on ``device``, in order): the chunk pass, AdaECE's edges
+    selected on the device, the classwise cells and the sorted samples when ``names`` asks for them;
+    the rows' confidences and correctness when ``rows``, the cells when ``cells``. ``tolerance``: how far from 1 a probability row may sum (that of the
     scores' stored dtype); ``bad_rows()``: (mask of non-finite rows, any NaN), for the error."""
     m = int(n_bins)
     needed = sums_needed(DEVICE_METRICS if names is None else names)
     width_edges = uniform_edges(m)  # also checks n_bins
     d_edges = torch.as_tensor(width_edges, dtype=torch.float64, device=device)
-    keep = bool(needed & {"mass", "samples"})
+    keep = rows or bool(needed & {"mass", "samples"})
     compiled = _compiled_pass(device)
     bin_sums = compiled[1] if compiled else _bin_sums
-    conf, correct, totals, cells = _chunked_pass(torch, blocks, n, k, device, d_edges, compiled, is_logits, keep,
-                                                 tolerance, classwise="classwise_gap" in needed)
+    conf, correct, totals, class_cells = _chunked_pass(torch, blocks, n, k, device, d_edges, compiled, is_logits,
+                                                       keep, tolerance, classwise=cells or "classwise_gap" in needed)
     _raise_for_bad_rows(totals, bad_rows, is_logits, tolerance)
 
     mass = samples = gap = edges = None
@@ -162,8 +174,8 @@ def _pass_sums(torch, blocks, device, n: int, k: int, tolerance: float, is_logit
         sorted_conf, order = torch.sort(conf)
         samples = WeightedSamples(sorted_conf.cpu().numpy(), correct[order].cpu().numpy(), None)
         del sorted_conf, order
-    if cells is not None:
-        gap = (cells[2] - cells[1])[None]  # Σ([y = k] − p_k) per (class, bin)
+    if class_cells is not None and "classwise_gap" in needed:
+        gap = (class_cells[2] - class_cells[1])[None]  # Σ([y = k] − p_k) per (class, bin)
     one = lambda v: np.array([v], dtype=np.float64)  # noqa: E731
     nll_sum, nll_scale = totals["nll_sum"], 1.0
     if math.isinf(nll_sum):  # finite terms whose sum overflows: their sum divided by N
@@ -183,7 +195,7 @@ def _pass_sums(torch, blocks, device, n: int, k: int, tolerance: float, is_logit
         s99_correct=one(totals["s99_correct"]),
         classwise_gap=gap,
         samples=samples,
-    ), edges
+    ), edges, (conf, correct) if rows else None, class_cells if cells else None
 
 
 # ------------------------------------------------------------------------------------------ the pass

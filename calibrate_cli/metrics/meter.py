@@ -5,8 +5,8 @@ Each :meth:`Meter.update` makes one pass over its batch and keeps only the batch
 (:class:`~calibrate_cli.metrics.registry.MetricSums`, batch of one: the equal-width bins, #correct,
 Σconf, Σ NLL, #infinite NLL, Σ Brier, #top-5, the s99 counts), added in float64 to the running ones:
 
-- torch tensors on a GPU stay there: :func:`~calibrate_cli.engine.device_eval.device_metric_sums`
-  reduces the batch there and only those sums (a few dozen floats) come to the host;
+- torch tensors on a GPU stay there: :func:`~calibrate_cli.engine.device_eval.device_batch` reduces
+  the batch there and only those sums (a few dozen floats) come to the host;
 - numpy arrays and CPU tensors (a view; on the CPU the compiled loops beat torch's eager pass), and
   tensors in the compat mode (copied to the host) take the summary pass of
   :func:`~calibrate_cli.evaluate.evaluate` (:func:`~calibrate_cli.engine.summary.summarize`).
@@ -14,10 +14,8 @@ Each :meth:`Meter.update` makes one pass over its batch and keeps only the batch
 What is not a sum is kept only when a metric asked for needs it: the per-sample top-label confidence
 and correctness (9 bytes a sample, device tensors for device batches, concatenated at :meth:`compute`)
 for AdaECE (equal-mass edges of all N confidences), KS-CE and SmoothECE (the sorted samples); the
-classwise (K, M) cells (Σ over batches) for classwise-ECE. On a device the confidences and the
-classwise cells take a second row pass (:func:`~calibrate_cli.engine.rows.row_stats`), the classwise
-cells are copied to the host per batch (K × M floats; sparse cells, at K·M far above the batch's
-size, are summed on the host). At :meth:`compute` AdaECE's edges are selected on the device
+classwise (K, M) cells (Σ over batches) for classwise-ECE. On a device both come from the same pass
+as the sums; the classwise cells are copied to the host per batch (K × M floats). At :meth:`compute` AdaECE's edges are selected on the device
 (:func:`~calibrate_cli.engine.device_eval.order_statistics_on_device`) unless KS-CE or SmoothECE is
 asked for too, whose sort runs on the host (the confidences copied there once).
 
@@ -100,14 +98,6 @@ def _totals(sums: MetricSums) -> dict:
 
 def _added(a: dict, b: dict) -> dict:
     return {name: None if a[name] is None or b[name] is None else a[name] + b[name] for name in a}
-
-
-def _binary_columns(torch, x, is_logits: bool):
-    """1-D binary scores as two columns (log-odds: [0, s]; p(class 1): [1 − p, p]), as the data layer does."""
-    if x.ndim == 2:
-        return x
-    s = x.to(torch.float64)
-    return torch.stack([torch.zeros_like(s), s] if is_logits else [1.0 - s, s], dim=1)
 
 
 class Meter:
@@ -232,38 +222,30 @@ class Meter:
         return sums, columns, summary.classwise, predictions.input_kind, predictions.k, max_label
 
     def _device_batch(self, scores, labels, kind, where):
-        """The device pass (:func:`~calibrate_cli.engine.device_eval.device_metric_sums`) on the scores'
-        device; the confidences and classwise cells by a second row pass when asked for."""
+        """The device pass (:func:`~calibrate_cli.engine.device_eval.device_batch`) on the scores' device:
+        the sums, and from the same pass the confidences and classwise cells when asked for."""
         import torch
 
-        from ..engine.device_eval import device_metric_sums
+        from ..engine.device_eval import device_batch
         from ..engine.devices import TorchOps
-        from ..engine.rows import row_stats
 
         x = scores.detach()
         y = labels.detach().to(x.device) if _is_tensor(labels) else torch.as_tensor(np.asarray(labels), device=x.device)
-        asked = self._names_at(int(x.shape[1]) if x.ndim == 2 else 2)
+        k = int(x.shape[1]) if x.ndim == 2 else 2
+        asked = self._names_at(k)
         needed = sums_needed(asked)
         # asked for the sums alone: the confidences and classwise cells are this meter's to keep (below)
         names = [n for n in asked if metric_spec(n).needs <= _PLAIN_SUMS]
+        keep, classwise_wanted = bool(needed & {"mass", "samples"}), "classwise_gap" in needed
         try:
-            sums = device_metric_sums(x, y, input_kind=kind, n_bins=self.n_bins, names=names)
+            sums, columns, cells = device_batch(x, y, input_kind=kind, n_bins=self.n_bins, names=names, rows=keep,
+                                                cells=classwise_wanted)
         except InputError as error:
             raise InputError(f"{where}: {error.message}", remedy=error.remedy) from None
         kind = kind or "logits"  # unstated: logits (scores that look like probabilities were refused)
-        columns = classwise = None
-        keep, classwise_wanted = bool(needed & {"mass", "samples"}), "classwise_gap" in needed
-        if keep or classwise_wanted:
-            is_logits = kind == "logits"
-            xx = _binary_columns(torch, x, is_logits).contiguous()
-            edges = uniform_edges(self.n_bins)
-            rows = row_stats(TorchOps(x.device), xx, y.to(torch.int64), edges if classwise_wanted else None,
-                             is_logits=is_logits, nll=False, brier=False)
-            if keep:
-                columns = (rows.conf.to(torch.float64), rows.correct)
-            if classwise_wanted:
-                classwise = _class_stats(rows.classwise, edges, sums.n, xx.shape[1])
-        self._edges = uniform_edges(self.n_bins) if self._edges is None else self._edges
+        edges = uniform_edges(self.n_bins)
+        classwise = _class_stats(cells, edges, sums.n, k) if classwise_wanted else None
+        self._edges = edges if self._edges is None else self._edges
         return sums, columns, classwise, kind, TorchOps(x.device).name
 
     def _add(self, sums: MetricSums, columns, classwise, kind, k, max_label, device) -> None:
