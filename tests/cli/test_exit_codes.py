@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -250,10 +251,17 @@ main()
 """
 
 
+def _sigint_as_a_terminal_sends_it():
+    """In the child: SIGINT's default action, as in a shell's foreground job (a background job of a
+    script inherits SIGINT ignored, and calib then rightly leaves it ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_while_importing_exits_130_quietly(data):
     done = subprocess.run([sys.executable, "-c", INTERRUPTED_WHILE_IMPORTING, "eval", str(data / "s.npy")],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, preexec_fn=_sigint_as_a_terminal_sends_it)
     assert done.returncode == 130 and done.stderr == "", (done.returncode, done.stderr)  # before: a traceback
     debug = subprocess.run([sys.executable, "-c", INTERRUPTED_WHILE_IMPORTING, "eval", str(data / "s.npy")],
-                           capture_output=True, text=True, timeout=120, env={**os.environ, "CALIB_DEBUG": "1"})
+                           capture_output=True, text=True, timeout=120, env={**os.environ, "CALIB_DEBUG": "1"},
+                           preexec_fn=_sigint_as_a_terminal_sends_it)
     assert "KeyboardInterrupt" in debug.stderr  # CALIB_DEBUG keeps Python's traceback
