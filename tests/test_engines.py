@@ -411,3 +411,18 @@ def test_the_c_classwise_bins_of_probabilities_on_an_edge(k):
                                                                  classwise=True)
         np.testing.assert_array_equal(count, want, err_msg=f"M = {m}")
         np.testing.assert_array_equal(sum_y.sum(axis=0), want[0])  # every label in the bin of p
+
+
+@pytest.mark.skipif(not native.HAVE_CKERNEL, reason="the C extension (the fused engine) is not built")
+def test_the_c_float16_widening_is_numpys_for_every_pattern():
+    """Every one of the 65,536 float16 patterns (zeros, subnormals, infinities, NaN payloads) widens to
+    the float32 numpy gives it, bit for bit; chunks read through widened_rows equal numpy's too."""
+    from calibrate_cli.engine.summary import widened_rows
+
+    halves = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    out = np.empty(halves.shape, dtype=np.float32)
+    native.half_to_float(halves, out)
+    np.testing.assert_array_equal(out.view(np.uint32), halves.astype(np.float32).view(np.uint32))
+    scores = halves[: 256 * 100].reshape(256, 100)
+    np.testing.assert_array_equal(widened_rows(scores, slice(3, 200)).view(np.uint32),
+                                  scores[3:200].astype(np.float32).view(np.uint32))

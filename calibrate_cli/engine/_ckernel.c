@@ -26,6 +26,8 @@
  *   bucket_counts(values, lo, hi, scale, counts), bucket_gather(values, lo, hi, scale, gather, span,
  *              members, low, high)
  *       the two passes of sorting.order_statistics (exact selection of a few order statistics).
+ *   half_to_float(halves, out)
+ *       float16 values (their uint16 patterns) as float32, exactly (summary.widened_rows).
  *
  * Sums are float64; a row's sums are in an order fixed by the row's length (the lanes of a vector
  * loop), the sums over samples and the cells' sums in sample order: results are the same for any
@@ -140,7 +142,7 @@ release(Views *s)
     s->n = 0;
 }
 
-/* 'f' float32, 'd' float64, 'q' int64, '?' bool, or 0. */
+/* 'f' float32, 'd' float64, 'q' int64, '?' bool, 'H' uint16, or 0. */
 static char
 kind_of(const Py_buffer *b)
 {
@@ -161,6 +163,8 @@ kind_of(const Py_buffer *b)
         return b->itemsize == 8 ? 'q' : 0;
     case '?':
         return b->itemsize == 1 ? '?' : 0;
+    case 'H':
+        return b->itemsize == 2 ? 'H' : 0;
     default:
         return 0;
     }
@@ -1025,6 +1029,51 @@ fail:
 
 /* ---------- module ---------- */
 
+/* ---------- float16 → float32 ---------- */
+
+/* The float32 of the float16 pattern h, exactly: sign, exponent and mantissa moved into place; a
+ * subnormal (or zero) m·2^-24; infinity and NaN (payload kept) to their float32 own. Integer operations
+ * and selects only: the loop over a chunk is vectorised. */
+INLINE float
+half_to_float_one(uint16_t h)
+{
+    const uint32_t e = h & 0x7c00u, m = h & 0x03ffu, sign = (uint32_t)(h & 0x8000u) << 16;
+    const uint32_t normal = sign | ((e + 0x1c000u) << 13) | (m << 13), special = sign | 0x7f800000u | (m << 13);
+    uint32_t bits = e == 0x7c00u ? special : normal;
+    float v, sub = (float)(int32_t)m * 0x1p-24f;
+    memcpy(&v, &bits, sizeof v);
+    sub = sign ? -sub : sub;
+    return e == 0 ? sub : v;
+}
+
+static PyObject *
+py_half_to_float(PyObject *self, PyObject *args)
+{
+    PyObject *o_in, *o_out;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO:half_to_float", &o_in, &o_out)) {
+        return NULL;
+    }
+    Views s = {.n = 0};
+    Py_buffer *b_in, *b_out;
+    if (!(b_in = take(&s, o_in, "halves", "H", 1, -1, 0))) goto fail;
+    if (!(b_out = take(&s, o_out, "out", "f", 1, b_in->shape[0], 1))) goto fail;
+    const uint16_t *restrict in = (const uint16_t *)b_in->buf;
+    float *restrict out = (float *)b_out->buf;
+    const Py_ssize_t n = b_in->shape[0];
+    Py_BEGIN_ALLOW_THREADS
+#pragma omp simd
+    for (Py_ssize_t i = 0; i < n; i++) {
+        out[i] = half_to_float_one(in[i]);
+    }
+    Py_END_ALLOW_THREADS
+    release(&s);
+    Py_RETURN_NONE;
+fail:
+    release(&s);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"fused_rows", py_fused_rows, METH_VARARGS, "One row chunk of the summary pass (see the file's header)."},
     {"nll_rows", py_nll_rows, METH_VARARGS, "Add one chunk's NLL, NLL' and variance sums at beta into out."},
@@ -1033,6 +1082,7 @@ static PyMethodDef methods[] = {
     {"ks_sorted", py_ks_sorted, METH_VARARGS, "max |prefix sum of conf - correct| at the ends of runs of ties."},
     {"bucket_counts", py_bucket_counts, METH_VARARGS, "Count the values in [lo, hi] per bucket."},
     {"bucket_gather", py_bucket_gather, METH_VARARGS, "Gather the members of chosen buckets; span others."},
+    {"half_to_float", py_half_to_float, METH_VARARGS, "float16 patterns (uint16) as float32, exactly, into out."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -22,7 +22,8 @@ except ImportError:  # pragma: no cover - depends on the build
     _ckernel = None
 
 #: the loops this module calls; a build from older sources that lacks one is not used at all
-_FUNCTIONS = ("fused_rows", "nll_rows", "bin_sums_1d", "spread_unit", "ks_sorted", "bucket_counts", "bucket_gather")
+_FUNCTIONS = ("fused_rows", "nll_rows", "bin_sums_1d", "spread_unit", "ks_sorted", "bucket_counts", "bucket_gather",
+              "half_to_float")
 if _ckernel is not None and not all(hasattr(_ckernel, name) for name in _FUNCTIONS):  # pragma: no cover
     _ckernel = None
 
@@ -33,7 +34,7 @@ HAVE_CKERNEL = _ckernel is not None
 ROW_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 __all__ = ["HAVE_CKERNEL", "ROW_DTYPES", "use", "rows_run", "fused_rows", "top_label_rows", "nll_sums", "bin_sums",
-           "spread_unit", "ks_sorted", "bucket_counts", "bucket_gather"]
+           "spread_unit", "ks_sorted", "bucket_counts", "bucket_gather", "half_to_float"]
 
 
 def use() -> bool:
@@ -128,3 +129,10 @@ def bucket_gather(values, lo: float, hi: float, scale: float, gather, span, memb
     ``gather`` goes to ``members`` (in order); else, with ``span``, ``low``/``high`` keep the bucket's
     smallest and largest value. Returns the number of members."""
     return _ckernel.bucket_gather(values, lo, hi, scale, gather, span, members, low, high)
+
+
+def half_to_float(halves, out) -> None:
+    """``out`` (float32, C-contiguous, the same shape) = the float16 array ``halves`` as float32, exactly
+    (``np.copyto(out, halves)``'s values, NaN payloads included)."""
+    flat = np.ascontiguousarray(halves).reshape(-1).view(np.uint16)
+    _ckernel.half_to_float(flat, out.reshape(-1))
