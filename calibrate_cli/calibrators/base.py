@@ -830,26 +830,26 @@ class ProbabilityCalibrator(Calibrator):
             return np.log(self._proba(z))
 
 
+def _log_likelihood(q: np.ndarray, labels: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """Σ_i w_i log q_{i,y_i} of probabilities ``q`` (w = 1 without weights; −inf when a true class gets
+    probability 0; rows of weight 0 left out)."""
+    with np.errstate(divide="ignore"):
+        logs = np.log(q[np.arange(q.shape[0]), labels])
+    return float(np.sum(logs if weights is None else np.where(weights > 0, weights * logs, 0.0)))
+
+
 def nll_of(q: np.ndarray, labels: np.ndarray, weights: np.ndarray | None = None) -> float:
     """Mean −log q_{i,y_i} of probabilities ``q`` (inf when a true class gets probability 0);
     ``weights``: the weighted mean (1/W) Σ_i w_i (−log q_{i,y_i}), rows of weight 0 left out."""
-    with np.errstate(divide="ignore"):
-        logs = np.log(q[np.arange(q.shape[0]), labels])
-        if weights is None:
-            return float(-np.mean(logs))
-        return float(-np.sum(np.where(weights > 0, weights * logs, 0.0)) / np.sum(weights))
+    return -_log_likelihood(q, labels, weights) / (q.shape[0] if weights is None else float(np.sum(weights)))
 
 
 def nll_by_rows(data: FitData, proba: Callable[[np.ndarray], np.ndarray] = probabilities_of) -> float:
-    """:func:`nll_of` of ``proba(z)`` (default: softmax) on the fitting set, a row chunk at a time:
-    (1/W) Σ_i w_i (−log q_{i,y_i}) (W = N without weights; rows of weight 0 left out)."""
+    """:func:`nll_of` of ``proba(z)`` (default: softmax) on the fitting set, a row chunk at a time."""
     total = 0.0
     for rows in data.row_chunks():
-        q, y = proba(data.rows(rows)), data.labels[rows]
-        with np.errstate(divide="ignore"):
-            logs = np.log(q[np.arange(y.shape[0]), y])
-        w = None if data.weights is None else data.weights[rows]
-        total += float(np.sum(logs if w is None else np.where(w > 0, w * logs, 0.0)))
+        total += _log_likelihood(proba(data.rows(rows)), data.labels[rows],
+                                 None if data.weights is None else data.weights[rows])
     return -total / data.total_weight
 
 

@@ -4,17 +4,11 @@ import json
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 import calibrate_cli as calib
 from calibrate_cli.calibrators import fit as fit_method
 from calibrate_cli.cli import cli
 from cli_helpers import one_line_error  # noqa: E402
-
-
-@pytest.fixture()
-def runner():
-    return CliRunner()
 
 
 @pytest.fixture()
