@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "calibrate_cli"
 PRIVATE_MODULE_HANDLES = {
     "calibrate_cli._version": {"calibrate_cli"},
     "calibrate_cli._console": {"calibrate_cli"},
-    "calibrate_cli.engine._ckernel": {"calibrate_cli.engine.native"},
+    "calibrate_cli.engine._ckernel": {"calibrate_cli.engine.kernels"},
     "calibrate_cli.data._sigbus": {"calibrate_cli.data.pages"},
 }
 

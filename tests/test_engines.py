@@ -2,7 +2,7 @@
 docs/conventions.md), and gives the same bits for any thread count and chunk size.
 
 Engines: "numpy" (always; the definition) and "fused" (the C extension calibrate_cli.engine._ckernel,
-through calibrate_cli.engine.native; skipped with a reason where it is not built). The engine is
+through calibrate_cli.engine.kernels; skipped with a reason where it is not built). The engine is
 chosen as a user chooses it: ``$CALIB_ENGINE`` or an explicit ``engine=`` argument.
 
 Compared: every metric of ``evaluate(..., metrics="all")``, the summary pass's per-sample values and
@@ -21,12 +21,12 @@ from calibrate_cli.calibrators.base import FitData
 from calibrate_cli.calibrators.temperature import _nll_pass
 from calibrate_cli.data import predictions as _predictions
 from calibrate_cli.data.predictions import as_predictions
-from calibrate_cli.engine import binning, kernels, native
+from calibrate_cli.engine import binning, kernels
 from calibrate_cli.engine.summary import SummaryRequest, summarize
 from calibrate_cli.errors import InputError
 from calibrate_cli.evaluate import evaluate
 
-FUSED = pytest.param("fused", marks=pytest.mark.skipif(not native.HAVE_CKERNEL,
+FUSED = pytest.param("fused", marks=pytest.mark.skipif(not kernels.HAVE_CKERNEL,
                                                        reason="the C extension (the fused engine) is not built"))
 ENGINES = ["numpy", FUSED]
 DTYPES = [np.float32, np.float64]
@@ -255,7 +255,7 @@ def test_half_precision_scores(engine, half):
     _assert_summaries_agree(want, summarize(as_predictions(scores, y, "logits"), engine=engine), "logits")
 
 
-@pytest.mark.skipif(not native.HAVE_CKERNEL, reason="the C extension (the fused engine) is not built")
+@pytest.mark.skipif(not kernels.HAVE_CKERNEL, reason="the C extension (the fused engine) is not built")
 @pytest.mark.parametrize("k", [10, 40, 300])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_the_c_rows_give_the_same_bits_in_any_split(k, dtype):
@@ -265,9 +265,9 @@ def test_the_c_rows_give_the_same_bits_in_any_split(k, dtype):
     x[:10] = np.round(x[:10])
     y = rng.integers(0, k, 150)
     edges = binning.uniform_edges(15)
-    whole = native.fused_rows(x, y, edges, is_logits=True, top5=True, classwise=True)
+    whole = kernels.fused_rows(x, y, edges, is_logits=True, top5=True, classwise=True)
     for step in (1, 7, 64):
-        parts = [native.fused_rows(x[a:a + step], y[a:a + step], edges, is_logits=True, top5=True, classwise=True)
+        parts = [kernels.fused_rows(x[a:a + step], y[a:a + step], edges, is_logits=True, top5=True, classwise=True)
                  for a in range(0, 150, step)]
         for i in range(5):
             np.testing.assert_array_equal(np.concatenate([part[i] for part in parts]), whole[i])
@@ -276,7 +276,7 @@ def test_the_c_rows_give_the_same_bits_in_any_split(k, dtype):
         np.testing.assert_allclose(sum(part[5][1] for part in parts), whole[5][1], rtol=1e-13, atol=1e-15)
 
 
-@pytest.mark.skipif(not native.HAVE_CKERNEL, reason="the C extension (the fused engine) is not built")
+@pytest.mark.skipif(not kernels.HAVE_CKERNEL, reason="the C extension (the fused engine) is not built")
 @pytest.mark.parametrize("k", [10, 40, 100, 300])
 def test_the_c_rows_give_the_same_bits_whatever_else_is_asked(k):
     """A row's confidence, NLL and Brier are the same bits with or without the classwise cells, and its
@@ -285,11 +285,11 @@ def test_the_c_rows_give_the_same_bits_whatever_else_is_asked(k):
     x = (rng.standard_normal((60, k)) * 3).astype(np.float32)
     y = rng.integers(0, k, 60)
     edges = binning.uniform_edges(15)
-    full = native.fused_rows(x, y, edges, is_logits=True, top5=True, classwise=False)
-    cells = native.fused_rows(x, y, edges, is_logits=True, top5=True, classwise=True)
+    full = kernels.fused_rows(x, y, edges, is_logits=True, top5=True, classwise=False)
+    cells = kernels.fused_rows(x, y, edges, is_logits=True, top5=True, classwise=True)
     for a, b in zip(full[:5], cells[:5]):
         np.testing.assert_array_equal(a, b)
-    conf, correct = native.top_label_rows(x, y, is_logits=True)
+    conf, correct = kernels.top_label_rows(x, y, is_logits=True)
     np.testing.assert_array_equal(conf, full[0])
     np.testing.assert_array_equal(correct, full[1])
 
@@ -371,30 +371,30 @@ def test_the_choice_of_engine(monkeypatch):
     with pytest.raises(InputError, match="CALIB_ENGINE"):
         kernels.default_engine()
     monkeypatch.delenv(kernels.ENGINE_ENV)
-    assert kernels.default_engine() == ("fused" if native.HAVE_CKERNEL else "numpy")
+    assert kernels.default_engine() == ("fused" if kernels.HAVE_CKERNEL else "numpy")
     with pytest.raises(InputError, match="engine"):
         kernels.check_engine("cuda")
-    if native.HAVE_CKERNEL:
+    if kernels.HAVE_CKERNEL:
         assert kernels.check_engine("fused") == "fused"
     else:
         with pytest.raises(InputError, match="C extension"):
             kernels.check_engine("fused")
 
 
-@pytest.mark.skipif(not native.HAVE_CKERNEL, reason="the C extension (the fused engine) is not built")
+@pytest.mark.skipif(not kernels.HAVE_CKERNEL, reason="the C extension (the fused engine) is not built")
 def test_the_c_loops_refuse_bad_arrays():
     x, y, edges = np.zeros((3, 4)), np.array([0, 1, 2]), binning.uniform_edges(15)
     with pytest.raises(ValueError, match="labels"):
-        native.fused_rows(x, np.array([0, 4, 1]), edges, is_logits=True, top5=True, classwise=True)
+        kernels.fused_rows(x, np.array([0, 4, 1]), edges, is_logits=True, top5=True, classwise=True)
     with pytest.raises(TypeError):
-        native.fused_rows(x.astype(np.float16), y, edges, is_logits=True, top5=False, classwise=False)
+        kernels.fused_rows(x.astype(np.float16), y, edges, is_logits=True, top5=False, classwise=False)
     with pytest.raises(ValueError, match="label"):
-        native.nll_sums(x, np.array([0, -1, 1]), 1.0)
-    conf, correct, *_ = native.fused_rows(x, y, edges, is_logits=True, top5=True, classwise=True)
+        kernels.nll_sums(x, np.array([0, -1, 1]), 1.0)
+    conf, correct, *_ = kernels.fused_rows(x, y, edges, is_logits=True, top5=True, classwise=True)
     assert conf.tolist() == [0.25] * 3 and correct.tolist() == [True, False, False]  # ties: lowest index
 
 
-@pytest.mark.skipif(not native.HAVE_CKERNEL, reason="the C extension (the fused engine) is not built")
+@pytest.mark.skipif(not kernels.HAVE_CKERNEL, reason="the C extension (the fused engine) is not built")
 @pytest.mark.parametrize("k", [2, 3, 4, 5, 6, 10, 20, 30, 63, 64])
 def test_the_c_classwise_bins_of_probabilities_on_an_edge(k):
     """Rows of equal logits: p = 1/K in the C loop (1 · (1/K)) and in numpy (exp 0 / K), the same
@@ -407,13 +407,13 @@ def test_the_c_classwise_bins_of_probabilities_on_an_edge(k):
         edges = binning.uniform_edges(m)
         want = np.zeros((k, m), dtype=np.int64)
         want[:, binning.assign_bins(np.array([p]), edges)[0]] = 70
-        _, _, _, _, _, (count, sum_p, sum_y) = native.fused_rows(x, y, edges, is_logits=True, top5=False,
+        _, _, _, _, _, (count, sum_p, sum_y) = kernels.fused_rows(x, y, edges, is_logits=True, top5=False,
                                                                  classwise=True)
         np.testing.assert_array_equal(count, want, err_msg=f"M = {m}")
         np.testing.assert_array_equal(sum_y.sum(axis=0), want[0])  # every label in the bin of p
 
 
-@pytest.mark.skipif(not native.HAVE_CKERNEL, reason="the C extension (the fused engine) is not built")
+@pytest.mark.skipif(not kernels.HAVE_CKERNEL, reason="the C extension (the fused engine) is not built")
 def test_the_c_float16_widening_is_numpys_for_every_pattern():
     """Every one of the 65,536 float16 patterns (zeros, subnormals, infinities, NaN payloads) widens to
     the float32 numpy gives it, bit for bit; chunks read through widened_rows equal numpy's too."""
@@ -421,7 +421,7 @@ def test_the_c_float16_widening_is_numpys_for_every_pattern():
 
     halves = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
     out = np.empty(halves.shape, dtype=np.float32)
-    native.half_to_float(halves, out)
+    kernels.half_to_float(halves, out)
     np.testing.assert_array_equal(out.view(np.uint32), halves.astype(np.float32).view(np.uint32))
     scores = halves[: 256 * 100].reshape(256, 100)
     np.testing.assert_array_equal(widened_rows(scores, slice(3, 200)).view(np.uint32),

@@ -24,7 +24,7 @@ from calibrate_cli.cli import cli
 from calibrate_cli.data import predictions as predictions_module
 from calibrate_cli.data.arrays import BFloat16Rows, widen_bf16
 from calibrate_cli.data.probabilities import to_probabilities
-from calibrate_cli.engine import class_samples, native
+from calibrate_cli.engine import class_samples, kernels
 from calibrate_cli.engine.class_samples import probabilities_by_rows, sort_classes, sort_classes_of
 from calibrate_cli.errors import InputError
 from libm import assert_agree
@@ -44,7 +44,7 @@ def bf16_logits(n: int, k: int, seed: int = 35, scale: float = 3.0):
 
 
 def engines():
-    return ["numpy", "fused"] if native.HAVE_CKERNEL else ["numpy"]
+    return ["numpy", "fused"] if kernels.HAVE_CKERNEL else ["numpy"]
 
 
 def independent_nll_slope(z: np.ndarray, y: np.ndarray, t: float) -> float:
@@ -99,7 +99,7 @@ def test_grid_fit_with_ties_and_k2(no_whole_widening):
     assert dict(got.curve)[1.0] == pytest.approx(by_hand, rel=REL, abs=ABS)
 
 
-@pytest.mark.skipif(not native.HAVE_CKERNEL, reason="the compiled NLL pass is not built")
+@pytest.mark.skipif(not kernels.HAVE_CKERNEL, reason="the compiled NLL pass is not built")
 def test_float16_nll_fit_holds_no_widened_copy(monkeypatch):
     monkeypatch.setenv("CALIB_ENGINE", "fused")
     rng = np.random.default_rng(7)

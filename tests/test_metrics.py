@@ -342,9 +342,9 @@ def test_top_label_metrics_take_the_top_label_pass_and_equal_evaluate(input_kind
 
     def spy(*args, **kwargs):
         calls.append(1)
-        return kernels.top_label_chunk(*args, **kwargs)
+        return kernels.top_label_rows(*args, **kwargs)
 
-    monkeypatch.setattr(summary_module, "top_label_chunk", spy)
+    monkeypatch.setattr(summary_module, "top_label_rows", spy)
     rng = np.random.default_rng(11)
     x = (rng.standard_normal((4000, 12)) * 3).astype(np.float32)
     y = rng.integers(0, 12, 4000)

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..engine.binning import BinStats, assign_bins, uniform_edges
 from ..errors import Advice, InputError
-from ..engine import native
+from ..engine import kernels
 from ..engine.kernels import default_engine as nll_engine  # the NLL pass: numpy or the C extension
 from ..metrics.functional import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins
 from ..engine.devices import NumpyOps
@@ -260,7 +260,7 @@ def _kernel_rows(logits, rows: slice) -> np.ndarray:
     if hasattr(logits, "read_into") or logits.dtype == np.float16:
         return widened_rows(logits, rows)
     chunk = logits[rows]
-    if chunk.dtype in native.ROW_DTYPES:
+    if chunk.dtype in kernels.ROW_DTYPES:
         return np.ascontiguousarray(chunk)
     return np.ascontiguousarray(chunk, dtype=np.float64)
 
@@ -320,7 +320,7 @@ def _grid_pass(data, temps, objective, n_bins, compat, report, ops=None) -> np.n
 
 def _nll_pass(data: FitData, beta: float, engine: str = "numpy") -> tuple[float, float, float]:
     """One pass at β = 1/T: the mean NLL of softmax(β z), its derivative in β and the mean variance.
-    ``engine="fused"``: the same sums by the C extension (:func:`~calibrate_cli.engine.native.nll_sums`,
+    ``engine="fused"``: the same sums by the C extension (:func:`~calibrate_cli.engine.kernels.nll_sums`,
     within the contract of docs/conventions.md);
     a torch device's namespace (:func:`~calibrate_cli.engine.devices.array_ops`): by
     :func:`~calibrate_cli.engine.torch_pass.nll_sums` there.
@@ -346,7 +346,7 @@ def _nll_pass(data: FitData, beta: float, engine: str = "numpy") -> tuple[float,
         return total / data.n, grad / data.n, var / data.n
     if engine == "fused":
         def one_chunk(rows: slice) -> tuple[float, float, float]:  # noqa: F811 - the compiled pass
-            return native.nll_sums(_kernel_rows(data.logits, rows), data.labels[rows], beta)
+            return kernels.nll_sums(_kernel_rows(data.logits, rows), data.labels[rows], beta)
 
     total = grad = var = 0.0
     for chunk_total, chunk_grad, chunk_var in map_chunks(one_chunk, row_chunks(data.n, data.k)):  # in chunk order

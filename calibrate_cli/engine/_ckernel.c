@@ -3,12 +3,12 @@
  * C99 (Python C API and the buffer protocol, no numpy headers). No intrinsics and no hand-written
  * per-CPU code: plain loops the compiler vectorises (`#pragma omp simd`, setup.py's -fopenmp-simd; a
  * row's exps by glibc's vector exp where GCC builds on glibc, the row loop then compiled for AVX2 and
- * for the baseline: ROW_LOOP), the C library's log. Imported by calibrate_cli/engine/native.py only,
+ * for the baseline: ROW_LOOP), the C library's log. Imported by calibrate_cli/engine/kernels.py only,
  * which makes the arrays what these loops read.
  *
  *   fused_rows(scores, labels, is_logits, m, edges, want_top5, classwise, top_label_only,
  *              conf, correct, nll, brier, top5, count, sum_p, sum_y)
- *       one row chunk of the summary pass (kernels.numpy_chunk's definition), each row read in two or
+ *       one row chunk of the summary pass (rows.row_stats' definition), each row read in two or
  *       three passes (fused_typed), or logits of fewer than 64 classes 64 rows at a time, one row per
  *       vector lane (fused_cols):
  *       p = softmax(x) (or the given probabilities), conf = max p, correct = [argmax p = y] (lowest
@@ -272,7 +272,7 @@ typedef struct {
     int64_t *above;  /* scratch of K: per class, this call's values in the bins b ≥ 1 */
 } Fused;
 
-/* The rows of one call (kernels.numpy_chunk's definition), each read in two or three passes:
+/* The rows of one call (rows.row_stats' definition), each read in two or three passes:
  *   1. max_j x_j (logits) or the top label's probability, and with top-5 the rank of x_y;
  *   2. (logits) e_j = exp(x_j − max) into `e` and Σe in one loop, then Σ_{j≠y} e_j² (e_y set apart);
  *      the same sums, so the same bits, whatever else is asked;

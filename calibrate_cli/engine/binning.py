@@ -452,9 +452,9 @@ _PIECE = 1 << 20
 def _compiled_binning(values, targets, edges) -> bool:
     """Whether the compiled pass applies: the C extension built (and not CALIB_ENGINE=numpy), values
     and edges of one float dtype (comparisons in that dtype, as numpy's), targets bool or float64."""
-    from . import native
+    from . import kernels
 
-    if not native.use():
+    if not kernels.use():
         return False
     return (values.dtype == edges.dtype and values.dtype in (np.float32, np.float64)
             and targets.dtype in (np.bool_, np.float64) and targets.shape == values.shape)
@@ -480,17 +480,17 @@ def add_bin_sums(values, targets, edges, count, sum_conf, sum_correct, *, lowest
     one after the other, in order, give the bits of :func:`bin_statistics` of the whole column (a pass
     can bin each chunk as it arrives). numpy adds pieces of :data:`_PIECE` samples with ``np.add.at``
     (unbuffered, in sample order); with the C extension one sequential loop does the same
-    (:func:`~calibrate_cli.engine.native.bin_sums`; tests/test_engines.py)."""
+    (:func:`~calibrate_cli.engine.kernels.bin_sums`; tests/test_engines.py)."""
     values = np.asarray(values)
     m = np.asarray(edges).shape[0] - 1
     n = int(values.shape[0])
     targets = np.asarray(targets)
     edges_arr = np.asarray(edges)
     if bin_index is None and _compiled_binning(values, targets, edges_arr):
-        from . import native
+        from . import kernels
 
         uniform = edges_arr.dtype == np.float64 and m > 1 and np.array_equal(edges_arr, uniform_edges(m))
-        native.bin_sums(values, targets, edges_arr, uniform=bool(uniform), lowest_closed=bool(lowest_closed),
+        kernels.bin_sums(values, targets, edges_arr, uniform=bool(uniform), lowest_closed=bool(lowest_closed),
                         count=count, sum_conf=sum_conf, sum_correct=sum_correct)
         return
     for start in range(0, n, _PIECE):

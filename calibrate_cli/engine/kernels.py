@@ -1,30 +1,22 @@
-"""The per-chunk computation of the summary pass, behind one interface, with two engines.
+"""The summary pass's per-chunk computation, with two engines, and the compiled CPU loops.
 
-:func:`chunk_statistics` turns one row chunk of scores (and its labels) into the per-sample
-quantities of :class:`~calibrate_cli.engine.summary.PredictionSummary` and the chunk's classwise
-per-(class, bin) sums:
+:func:`~calibrate_cli.engine.summary.chunk_statistics` turns one row chunk of scores (and its
+labels) into (conf, correct, nll, brier, top5 | None, classwise (count, Σp, Σy) | None) by the
+definitions of :func:`~calibrate_cli.engine.rows.row_stats` (softmax, the top label with the lowest
+index on ties, NLL, Brier, top-5, the equal-width cells (b/M, (b+1)/M] with bin 0 closed), by engine:
 
-    z_ik = x_ik − max_j x_ij                       (float64; logits only)
-    p_ik = exp z_ik / Σ_j exp z_ij                 (softmax; the given probabilities otherwise)
-    conf_i = max_k p_ik, pred_i = argmax_k p_ik    (lowest index on ties)
-    nll_i = −(z_iy − log Σ_j exp z_ij)             (−log p_iy for probabilities)
-    brier_i = Σ_k (p_ik − [k = y_i])²
-    top5_i = [#{s_k > s_y} + #{k < y : s_k = s_y} < 5]   (s = z for logits, p for probabilities)
-    count_kb, Σp_kb, Σ[y = k]_kb over the equal-width bins (b/M, (b+1)/M] (bin 0 closed)
+- ``"numpy"``: :func:`~calibrate_cli.engine.rows.row_stats` itself, array expressions over the chunk.
+- ``"fused"``: the C extension ``_ckernel`` (calibrate_cli/engine/_ckernel.c, built by ``pip install``
+  where a C compiler is found; this is the one module that imports it). Each row is read in two or
+  three passes (logits of fewer than 64 classes: 64 rows at a time, one per vector lane), with no
+  chunk × K temporary; glibc's vector ``exp`` where GCC builds on glibc; float64 sums in an order
+  fixed by the row. It agrees with numpy within docs/conventions.md's contract (tests/test_engines.py),
+  and each engine gives the same bits for any thread count and chunk size.
 
-Engines:
-
-- ``"numpy"``: array expressions over the chunk (several (chunk × K) float64 temporaries).
-- ``"fused"``: one compiled loop reads each row in two or three passes (max; exp and sums; the
-  classwise cells), or for logits of fewer than 64 classes 64 rows at once, one per vector lane, and
-  keeps at most a few length-K scratch rows; nothing of size chunk × K is allocated. The loop is the C extension's (:mod:`.native`, built by ``pip install`` where a C
-  compiler is found: nothing to load at run time): plain C the compiler vectorises, glibc's vector
-  ``exp`` where GCC builds on glibc, float64 sums in an order fixed by the row. It agrees with the
-  numpy engine within the contract of docs/conventions.md (tests/test_engines.py), and each engine
-  gives the same bits for any thread count and chunk size.
-
-:func:`default_engine` is ``"fused"`` when the C extension is built, else ``"numpy"``;
-``$CALIB_ENGINE`` (``numpy`` or ``fused``) overrides it.
+:func:`default_engine` is ``"fused"`` when the extension is built, else ``"numpy"``; ``$CALIB_ENGINE``
+(``numpy`` or ``fused``) overrides it. The other functions here take numpy arrays, make them what the
+C loops read (C-contiguous, the expected dtypes) and call them; callers check :data:`HAVE_CKERNEL`
+(or :func:`use`) first and otherwise run their numpy code, which defines the results.
 """
 
 from __future__ import annotations
@@ -35,26 +27,33 @@ import numpy as np
 
 from ..errors import InputError
 
-from . import native
-from .native import HAVE_CKERNEL
+try:  # optional: absent where no C compiler was found at install time
+    from . import _ckernel
+except ImportError:  # pragma: no cover - depends on the build
+    _ckernel = None
 
-__all__ = ["ENGINES", "ENGINE_ENV", "HAVE_CKERNEL", "check_engine", "default_engine", "chunk_statistics",
-           "fused_available", "top_label_chunk", "top_label_runs"]
+#: the loops called here; a build from older sources that lacks one is not used at all
+_FUNCTIONS = ("fused_rows", "nll_rows", "bin_sums_1d", "spread_unit", "ks_sorted", "bucket_counts", "bucket_gather",
+              "half_to_float")
+if _ckernel is not None and not all(hasattr(_ckernel, name) for name in _FUNCTIONS):  # pragma: no cover
+    _ckernel = None
 
+#: the C extension is built (the fused engine is there, and costs nothing to load)
+HAVE_CKERNEL = _ckernel is not None
+#: the score dtypes the row loops read (others are widened by the caller or run in numpy)
+ROW_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 ENGINES = ("numpy", "fused")
 #: environment variable that chooses the engine (``numpy`` or ``fused``)
 ENGINE_ENV = "CALIB_ENGINE"
 
-
-def fused_available() -> bool:
-    """Whether the fused engine can run: the C extension is built."""
-    return HAVE_CKERNEL
+__all__ = ["ENGINES", "ENGINE_ENV", "HAVE_CKERNEL", "ROW_DTYPES", "bin_sums", "bucket_counts", "bucket_gather",
+           "check_engine", "default_engine", "fused_rows", "half_to_float", "ks_sorted",
+           "nll_sums", "rows_run", "spread_unit", "top_label_rows", "use"]
 
 
 def default_engine(n_values: int | None = None) -> str:
-    """``$CALIB_ENGINE`` when set, else ``"fused"`` when the C extension is built, else ``"numpy"``.
-    ``n_values`` (the input's score values) is accepted for the callers' sake; the choice depends on
-    the installation and the environment only, never on sizes, threads or chunks."""
+    """``$CALIB_ENGINE`` when set, else ``"fused"`` when the C extension is built, else ``"numpy"``:
+    never a function of sizes, threads or chunks (``n_values`` is accepted for the callers' sake)."""
     value = os.environ.get(ENGINE_ENV, "").strip().lower()
     if value:
         if value not in ENGINES:
@@ -75,59 +74,95 @@ def check_engine(engine: str | None, n_values: int | None = None) -> str:
     return engine
 
 
-def numpy_chunk(scores, labels, edges, *, is_logits: bool, compat, top5: bool, classwise: bool,
-                lowest_closed: bool, work_dtype):
-    """The numpy engine: (conf, correct, nll, brier, top5 | None, (count, Σp, Σy) | None) of one chunk,
-    by the one definition of the row pass (:func:`~calibrate_cli.engine.rows.row_stats`); ``compat``
-    is carried by ``work_dtype`` (float32) and ``lowest_closed``."""
-    from .devices import NumpyOps
-    from .rows import row_stats
-
-    s = row_stats(NumpyOps(), scores, labels, edges if classwise else None, is_logits=is_logits, top5=top5,
-                  lowest_closed=lowest_closed, work_dtype=work_dtype)
-    return s.conf, s.correct, s.nll, s.brier, s.top5, s.classwise
+def use() -> bool:
+    """Whether the passes over samples (bins, order statistics) run in C: the extension is built and
+    ``$CALIB_ENGINE`` is not ``numpy``."""
+    return HAVE_CKERNEL and os.environ.get(ENGINE_ENV, "").strip().lower() != "numpy"
 
 
-def fused_chunk(scores, labels, edges, *, is_logits: bool, top5: bool, classwise: bool, out=None):
-    """The fused engine: the same tuple as :func:`numpy_chunk` (float64, equal-width edges b/M with the
-    lowest bin closed), from one read of each row (:func:`~calibrate_cli.engine.native.fused_rows`).
-
-    ``out``: (conf, correct, nll, brier, top5) arrays of the chunk's length (float64, bool, float64,
-    float64, bool; top5 of length 0 when not wanted) to write into, e.g. the summary's own rows or a
-    thread's reused buffers, instead of new arrays (whose first writes fault in fresh pages)."""
-    return native.fused_rows(scores, labels, edges, is_logits=is_logits, top5=top5, classwise=classwise, out=out)
+def rows_run(dtype) -> bool:
+    """Whether the row loops run on scores of ``dtype``: the extension is built, float32 or float64."""
+    return HAVE_CKERNEL and np.dtype(dtype) in ROW_DTYPES
 
 
-def chunk_statistics(scores, labels, edges, *, engine: str, is_logits: bool, compat=None, top5: bool,
-                     classwise: bool, lowest_closed: bool = True, work_dtype=np.float64, ops=None, out=None):
-    """One chunk's (conf, correct, nll, brier, top5 | None, classwise stats | None) by ``engine``.
+def _labels(labels) -> np.ndarray:
+    return np.ascontiguousarray(labels, dtype=np.int64)
 
-    ``out``: arrays for the fused engine to write into (:func:`fused_chunk`); the other engines
-    return new arrays whatever it says.
 
-    ``ops``: unused (a torch device's chunk is dispatched by :func:`~calibrate_cli.engine.summary.summarize`).
-
-    The fused engine handles the float64 (non-compat) computation with dense classwise cells; the
-    compat mode (float32) and very sparse classwise tables (K·M beyond the chunk's size) take the
-    numpy engine, whose results the fused one reproduces."""
-    k = scores.shape[1]
+def fused_rows(scores, labels, edges, *, is_logits: bool, top5: bool, classwise: bool, out=None):
+    """:func:`~calibrate_cli.engine.summary.chunk_statistics`' tuple from the C loop, each row read once (float64; classwise cells
+    (K, M) over the equal-width ``edges`` b/M, bin 0 closed). ``out``: (conf, correct, nll, brier,
+    top5) arrays of the chunk's length to write into (top5 of length 0 when not wanted)."""
+    scores = np.ascontiguousarray(scores)
+    rows, k = scores.shape
     m = edges.shape[0] - 1
-    dense = k * m <= max(scores.shape[0] * k, 1 << 16)
-    if engine == "fused" and compat is None and (dense or not classwise) and native.rows_run(scores.dtype):
-        return fused_chunk(scores, labels, edges, is_logits=is_logits, top5=top5, classwise=classwise, out=out)
-    return numpy_chunk(scores, labels, edges, is_logits=is_logits, compat=compat, top5=top5,
-                       classwise=classwise, lowest_closed=lowest_closed, work_dtype=work_dtype)
+    if out is None:
+        out = (np.empty(rows), np.empty(rows, dtype=bool), np.empty(rows), np.empty(rows),
+               np.empty(rows if top5 else 0, dtype=bool))
+    conf, correct, nll, brier, hit5 = out
+    shape = (k, m) if classwise else (0, m)
+    count, sum_p, sum_y = np.zeros(shape, dtype=np.int64), np.zeros(shape), np.zeros(shape)
+    _ckernel.fused_rows(scores, _labels(labels), is_logits, m, np.ascontiguousarray(edges, dtype=np.float64), top5,
+                        classwise, False, conf, correct, nll, brier, hit5, count, sum_p, sum_y)
+    return conf, correct, nll, brier, (hit5 if top5 else None), ((count, sum_p, sum_y) if classwise else None)
 
 
-def top_label_runs(dtype) -> bool:
-    """Whether :func:`top_label_chunk` runs on scores of ``dtype``: the C extension is built and they
-    are float32 or float64."""
-    return native.rows_run(dtype)
+def top_label_rows(scores, labels, *, is_logits: bool, out=None):
+    """(conf, correct) of one chunk as :func:`fused_rows` computes them, without the NLL, Brier, top-5
+    or classwise work (what ECE, MCE, accuracy read). ``out``: (conf, correct) to write into."""
+    scores = np.ascontiguousarray(scores)
+    conf, correct = out if out is not None else (np.empty(scores.shape[0]), np.empty(scores.shape[0], dtype=bool))
+    none, cells = np.empty(0), np.zeros((0, 1))
+    _ckernel.fused_rows(scores, _labels(labels), is_logits, 1, np.array([0.0, 1.0]), False, False, True, conf,
+                        correct, none, none, np.empty(0, dtype=bool), cells.astype(np.int64), cells, cells)
+    return conf, correct
 
 
-def top_label_chunk(scores, labels, *, is_logits: bool, out=None):
-    """(conf, correct) of one chunk by the C extension (where :func:`top_label_runs`): the confidence
-    and correctness :func:`chunk_statistics` gives, without the NLL, Brier, top-5 or classwise work,
-    for the metrics that read the top label only (ECE, MCE, RMS-CE, accuracy, ...). ``out``:
-    (conf, correct) arrays to write into (float64, bool), as :func:`fused_chunk`'s."""
-    return native.top_label_rows(scores, labels, is_logits=is_logits, out=out)
+def nll_sums(scores, labels, beta: float) -> tuple[float, float, float]:
+    """Σ_i (log Σ_k e^{β d_ik} − β d_iy, E_p[d_i] − d_iy, Var_p[d_i]) over a chunk of logits
+    (d = x − max_k x, p = softmax(β d); a d of −inf, from a log-probability 0, adds nothing)."""
+    out = np.zeros(3)
+    _ckernel.nll_rows(np.ascontiguousarray(scores), _labels(labels), float(beta), out)
+    return float(out[0]), float(out[1]), float(out[2])
+
+
+def bin_sums(values, targets, edges, *, uniform: bool, lowest_closed: bool, count, sum_conf, sum_correct) -> None:
+    """Add each bin's count, Σvalue and Σtarget of the 1-D samples into the (M,) outputs, in sample
+    order. values: float32/float64, edges of the same dtype (``uniform``: they are b/M), targets bool
+    or float64; a value at or below the lowest edge counts in bin 0 when ``lowest_closed``, else not."""
+    _ckernel.bin_sums_1d(np.ascontiguousarray(values), np.ascontiguousarray(targets), np.ascontiguousarray(edges),
+                         uniform, lowest_closed, count, sum_conf, sum_correct)
+
+
+def spread_unit(conf, correct, g: int, out) -> None:
+    """out[:g] += the residuals conf − correct, out[g:] += ones, each spread linearly onto the grid
+    j/(g − 1) (node ⌊x⌋ clipped to [0, g − 2] gets 1 − frac, the next frac; x = conf·(g − 1)), added in
+    sample order. conf float64, correct bool or float64, g ≥ 2."""
+    correct = np.asarray(correct)
+    correct = np.ascontiguousarray(correct, dtype=bool if correct.dtype == np.bool_ else np.float64)
+    _ckernel.spread_unit(np.ascontiguousarray(conf, dtype=np.float64), correct, g, out)
+
+
+def ks_sorted(conf, correct) -> float:
+    """max |Σ_{j ≤ i} (conf_j − correct_j)| over the ends i of runs of equal confidences (samples sorted
+    by confidence; the sum sequential, in sample order)."""
+    return _ckernel.ks_sorted(np.ascontiguousarray(conf, dtype=np.float64), np.ascontiguousarray(correct, dtype=bool))
+
+
+def bucket_counts(values, lo: float, hi: float, scale: float, counts) -> None:
+    """counts[b] += #{v ∈ [lo, hi] : min(⌊(v − lo)·scale⌋, B − 1) = b} (values float64, C-contiguous)."""
+    _ckernel.bucket_counts(values, lo, hi, scale, counts)
+
+
+def bucket_gather(values, lo: float, hi: float, scale: float, gather, span, members, low, high) -> int:
+    """One pass over the values in [lo, hi] (buckets as :func:`bucket_counts`): a value of a bucket with
+    ``gather`` goes to ``members`` (in order); else, with ``span``, ``low``/``high`` keep the bucket's
+    smallest and largest value. Returns the number of members."""
+    return _ckernel.bucket_gather(values, lo, hi, scale, gather, span, members, low, high)
+
+
+def half_to_float(halves, out) -> None:
+    """``out`` (float32, C-contiguous, the same shape) = the float16 array ``halves`` as float32, exactly
+    (``np.copyto(out, halves)``'s values, NaN payloads included)."""
+    flat = np.ascontiguousarray(halves).reshape(-1).view(np.uint16)
+    _ckernel.half_to_float(flat, out.reshape(-1))

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import native
+from . import kernels
 
 __all__ = [
     "order_statistics",
@@ -133,7 +133,7 @@ def order_statistics(values, ranks) -> np.ndarray:
     the smallest and largest member of the others, which become the next sets, until a set holds
     one value. The passes read the values in pieces (:data:`PIECE`; :data:`DEVICE_PIECE` for a
     tensor); on a numpy array the C extension makes each in one loop
-    (:func:`~calibrate_cli.engine.native.bucket_counts`, ``bucket_gather``)."""
+    (:func:`~calibrate_cli.engine.kernels.bucket_counts`, ``bucket_gather``)."""
     xp = _namespace_of(values)
     values = np.asarray(values, dtype=np.float64) if xp is np else values.to(xp.float64)
     n = values.shape[0]
@@ -194,7 +194,7 @@ class _Passes:
 
     def __init__(self, xp, values) -> None:
         self.xp, self.values = xp, values
-        self.compiled = xp is np and native.use() and values.flags.c_contiguous
+        self.compiled = xp is np and kernels.use() and values.flags.c_contiguous
         self.piece = PIECE if xp is np else DEVICE_PIECE
 
     def extrema(self) -> tuple[float, float]:
@@ -221,7 +221,7 @@ class _Passes:
         """The number of members of [lo, hi] per bucket (int64, on the host)."""
         count = np.zeros(SELECT_BUCKETS, dtype=np.int64)
         if self.compiled:
-            native.bucket_counts(self.values, lo, hi, scale, count)
+            kernels.bucket_counts(self.values, lo, hi, scale, count)
             return count
         for piece in self.pieces(lo, hi, size):
             count += self.host(self.xp.bincount(self.buckets(piece, lo, scale), minlength=SELECT_BUCKETS))
@@ -234,7 +234,7 @@ class _Passes:
         low, high = np.full(SELECT_BUCKETS, np.inf), np.full(SELECT_BUCKETS, -np.inf)
         if self.compiled:
             gathered = np.empty(n_small)
-            native.bucket_gather(self.values, lo, hi, scale, is_small, is_big, gathered, low, high)
+            kernels.bucket_gather(self.values, lo, hi, scale, is_small, is_big, gathered, low, high)
             return gathered, low, high
         gather_any, span_any = bool(is_small.any()), bool(is_big.any())
         if xp is not np:
@@ -275,10 +275,10 @@ def ks_from_sorted(conf: np.ndarray, correct: np.ndarray) -> float:
     """max_t |Σ_{conf_i ≤ t} (conf_i − correct_i)| / N over the sorted samples, evaluated at the end
     of each run of equal confidences. The prefix sum is ``np.cumsum`` (sequential) taken piece by
     piece with the carry added to each piece's first term, so it equals one cumsum over all N; with the
-    C extension, :func:`~calibrate_cli.engine.native.ks_sorted` makes the same sum in one pass."""
+    C extension, :func:`~calibrate_cli.engine.kernels.ks_sorted` makes the same sum in one pass."""
     n = conf.shape[0]
-    if n and native.use():
-        return native.ks_sorted(conf, correct) / n
+    if n and kernels.use():
+        return kernels.ks_sorted(conf, correct) / n
     best, carry = 0.0, 0.0
     for start in range(0, n, PIECE):
         stop = min(n, start + PIECE)

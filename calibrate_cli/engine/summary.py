@@ -25,8 +25,8 @@ from .binning import (S99_THRESHOLD, BinStats, SparseBinStats, add_bin_sums, bin
                       uniform_edges)
 from ..errors import InputError
 from .devices import NumpyOps
-from . import native
-from .kernels import check_engine, chunk_statistics, top_label_chunk, top_label_runs
+from . import kernels
+from .kernels import check_engine, rows_run, top_label_rows
 from .rows import row_stats
 from ..data.pages import release_rows
 from .parallel import chunk_rows, cpu_threads, map_chunks, together
@@ -341,8 +341,8 @@ def widened_rows(scores: np.ndarray, rows: slice | None = None) -> np.ndarray:
         buffer = np.empty(size, dtype=np.float32)
         _half_buffers.array = buffer
     out = buffer[:size].reshape(scores.shape)
-    if scores.dtype == np.float16 and native.HAVE_CKERNEL:  # the same values, in a vectorised C loop
-        native.half_to_float(scores, out)
+    if scores.dtype == np.float16 and kernels.HAVE_CKERNEL:  # the same values, in a vectorised C loop
+        kernels.half_to_float(scores, out)
     else:
         np.copyto(out, scores, casting="safe")
     return out
@@ -379,6 +379,21 @@ class SummaryRequest:
     columns: bool = True
 
 
+def chunk_statistics(scores, labels, edges, *, engine: str, is_logits: bool, compat=None, top5: bool,
+                     classwise: bool, lowest_closed: bool = True, work_dtype=np.float64, out=None):
+    """One chunk's (conf, correct, nll, brier, top5 | None, classwise | None) by ``engine``. The fused
+    engine takes the float64 pass (not the compat mode) with dense classwise cells; the compat mode
+    and very sparse classwise tables (K·M beyond the chunk's size) run in numpy. ``out``: arrays for
+    the fused engine to write into (:func:`~calibrate_cli.engine.kernels.fused_rows`)."""
+    k, m = scores.shape[1], edges.shape[0] - 1
+    dense = k * m <= max(scores.shape[0] * k, 1 << 16)
+    if engine == "fused" and compat is None and (dense or not classwise) and rows_run(scores.dtype):
+        return kernels.fused_rows(scores, labels, edges, is_logits=is_logits, top5=top5, classwise=classwise, out=out)
+    s = row_stats(NumpyOps(), scores, labels, edges if classwise else None, is_logits=is_logits, top5=top5,
+                  lowest_closed=lowest_closed, work_dtype=work_dtype)
+    return s.conf, s.correct, s.nll, s.brier, s.top5, s.classwise
+
+
 def summarize(
     predictions: Predictions,
     *,
@@ -401,7 +416,7 @@ def summarize(
     rounding), one chunk at a time.
 
     A request of the top label's sums alone runs, on the CPU without the compat mode, the C extension's
-    ``top_label_rows`` (:func:`~calibrate_cli.engine.kernels.top_label_chunk`) or else the row pass asked
+    ``top_label_rows`` (:func:`~calibrate_cli.engine.kernels.top_label_rows`) or else the row pass asked
     for conf and correct (:func:`~calibrate_cli.engine.rows.row_stats`); of the equal-width bins and
     in-order sums alone, without the columns, each chunk's (conf, correct) go to a few reused buffers and
     are summed in chunk order (:class:`_InOrderSums`, the bits over all N). Unchecked values
@@ -422,8 +437,8 @@ def summarize(
     # float16 scores: each chunk widened into a reused float32 buffer (exact) for the C extension's loops
     widen = (engine == "fused" and ops is None and compat is None
              and (predictions.scores.dtype in HALF_DTYPES or hasattr(predictions.scores, "read_into"))
-             and top_label_runs(np.float32))
-    compiled_top_label = top_label_only and engine == "fused" and (widen or top_label_runs(predictions.scores.dtype))
+             and rows_run(np.float32))
+    compiled_top_label = top_label_only and engine == "fused" and (widen or rows_run(predictions.scores.dtype))
     labels, pending = predictions.labels, predictions.pending
     is_logits = predictions.input_kind == "logits"
     work_dtype = np.float32 if compat else np.float64
@@ -436,7 +451,7 @@ def summarize(
     # rows per chunk: a function of K and the path (never of the threads); the C loops' chunks hold at
     # least MIN_CHUNK_ROWS rows at vocabulary-scale K (parallel.chunk_rows)
     compiled_rows = ops is None and engine == "fused" and compat is None and (
-        widen or top_label_runs(predictions.scores.dtype))
+        widen or rows_run(predictions.scores.dtype))
     step = chunk_rows(k, _predictions._CHUNK_ELEMENTS, compiled=compiled_rows)
     if ops is None and n <= step:
         threads = 1
@@ -482,7 +497,7 @@ def summarize(
             conf_out, correct_out = confidences[rows], correct[rows]  # the kernels write here (fused: float64)
         if top_label_only:
             if compiled_top_label:
-                top_label_chunk(scores, y, is_logits=is_logits, out=(conf_out, correct_out))
+                top_label_rows(scores, y, is_logits=is_logits, out=(conf_out, correct_out))
             else:
                 lean = row_stats(NumpyOps(), scores, y, is_logits=is_logits, nll=False, brier=False)
                 conf_out[...], correct_out[...] = lean.conf, lean.correct

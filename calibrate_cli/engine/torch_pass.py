@@ -43,7 +43,7 @@ def _on_device(ops, array: np.ndarray):
 def torch_chunk(ops, scores: np.ndarray, labels: np.ndarray, edges: np.ndarray, *, is_logits: bool, compat,
                 top5: bool, classwise: bool, lowest_closed: bool):
     """One chunk's (conf, correct, nll, brier, top5 | None, classwise stats | None) on ``ops``'s device,
-    as numpy arrays: the tuple of :func:`~calibrate_cli.engine.kernels.numpy_chunk`."""
+    as numpy arrays: the tuple of :func:`~calibrate_cli.engine.summary.chunk_statistics`."""
     x = _on_device(ops, scores)
     y = ops.asarray(labels).to(ops.torch.int64)
     s = row_stats(ops, x, y, edges if classwise else None, is_logits=is_logits, top5=top5,

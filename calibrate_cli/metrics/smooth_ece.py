@@ -71,14 +71,14 @@ class _Grids:
         Sample i adds (1 − a_i)·r_i to node lo_i and a_i·r_i to lo_i + 1 (and 1 − a_i, a_i to the
         density grid), as the matrix rows do; by ``np.bincount`` over pieces of the samples, added
         into the grid in piece order, or with the C extension in one pass in sample order
-        (:func:`~calibrate_cli.engine.native.spread_unit`); either the same bits for any thread count."""
-        from ..engine import native
+        (:func:`~calibrate_cli.engine.kernels.spread_unit`); either the same bits for any thread count."""
+        from ..engine import kernels
         from ..engine.sorting import PIECE
 
         out = np.zeros((1, 2 * g))
         n = self.conf.shape[0]
-        if g >= 2 and native.use():
-            native.spread_unit(self.conf, self.correct, g, out[0])
+        if g >= 2 and kernels.use():
+            kernels.spread_unit(self.conf, self.correct, g, out[0])
             return out
         for start in range(0, n, PIECE):
             conf = self.conf[start : start + PIECE]
