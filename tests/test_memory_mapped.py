@@ -128,22 +128,11 @@ values_strategy = st.lists(
 )
 
 
-def _selection_passes(engine, monkeypatch):
-    """order_statistics' passes by the C extension's bucket_counts/bucket_gather, or by numpy's."""
-    if engine == "c":
-        pytest.importorskip("calibrate_cli.engine._ckernel", reason="the C extension is not built")
-    else:
-        monkeypatch.setenv("CALIB_ENGINE", "numpy")
-
-
-@pytest.mark.parametrize("engine", ["c", "numpy"])
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(values=values_strategy, data=st.data(), buckets=st.sampled_from([2, 4, 16]), gather=st.integers(1, 40))
-def test_order_statistics_equal_a_full_sort(engine, monkeypatch, values, data, buckets, gather):
+def test_order_statistics_equal_a_full_sort(values, data, buckets, gather):
     """Exact k-th smallest values for any ranks, with tiny buckets and gathers so that every path
-    (one-value sets, gathered buckets, buckets split again, ranges too narrow to split) is taken, by
-    the C extension's passes and by numpy's."""
-    _selection_passes(engine, monkeypatch)
+    (one-value sets, gathered buckets, buckets split again, ranges too narrow to split) is taken."""
     v = np.array(values, dtype=np.float64)
     ranks = np.array(data.draw(st.lists(st.integers(0, v.shape[0] - 1), min_size=1, max_size=12)))
     old = sorting.SELECT_BUCKETS, sorting.SELECT_GATHER
@@ -155,11 +144,9 @@ def test_order_statistics_equal_a_full_sort(engine, monkeypatch, values, data, b
     assert np.array_equal(got, np.sort(v)[ranks])
 
 
-@pytest.mark.parametrize("engine", ["c", "numpy"])
-def test_order_statistics_of_clustered_confidences_at_the_default_sizes(engine, monkeypatch):
+def test_order_statistics_of_clustered_confidences_at_the_default_sizes():
     """Half the values exactly 1.0, the rest within 1e-6 of it (an over-confident model), and a
     spread set: the selection splits buckets several times; equal to np.sort."""
-    _selection_passes(engine, monkeypatch)
     rng = np.random.default_rng(4)
     n = 3_000_000
     clustered = np.where(rng.random(n) < 0.5, 1.0, 1 - rng.random(n) * 1e-6)

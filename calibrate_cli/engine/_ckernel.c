@@ -23,9 +23,6 @@
  *   spread_unit(conf, correct, g, out), ks_sorted(conf, correct)
  *       SmoothECE's spreading of (conf − correct, 1) onto the grid j/(g − 1) (smooth_ece._Grids.spread_unit)
  *       and KS-CE's max |Σ_{j ≤ i} (conf_j − correct_j)| at the ends of runs of ties (sorting.ks_from_sorted).
- *   bucket_counts(values, lo, hi, scale, counts), bucket_gather(values, lo, hi, scale, gather, span,
- *              members, low, high)
- *       the two passes of sorting.order_statistics (exact selection of a few order statistics).
  *   half_to_float(halves, out)
  *       float16 values (their uint16 patterns) as float32, exactly (summary.widened_rows).
  *
@@ -926,109 +923,6 @@ fail:
     return NULL;
 }
 
-/* ---------- order statistics by buckets ---------- */
-
-static inline Py_ssize_t
-bucket_of(double v, double lo, double scale, Py_ssize_t nb)
-{
-    const double t = (v - lo) * scale;
-    return t < (double)(nb - 1) ? (Py_ssize_t)t : nb - 1;
-}
-
-static PyObject *
-py_bucket_counts(PyObject *self, PyObject *args)
-{
-    PyObject *o_values, *o_counts;
-    double lo, hi, scale;
-    (void)self;
-    if (!PyArg_ParseTuple(args, "OdddO:bucket_counts", &o_values, &lo, &hi, &scale, &o_counts)) {
-        return NULL;
-    }
-    Views s = {.n = 0};
-    Py_buffer *b_values, *b_counts;
-    if (!(b_values = take(&s, o_values, "values", "d", 1, -1, 0))) goto fail;
-    if (!(b_counts = take(&s, o_counts, "counts", "q", 1, -1, 1))) goto fail;
-    const Py_ssize_t n = b_values->shape[0], nb = b_counts->shape[0];
-    if (nb < 1 || !(scale >= 0.0 && scale < INFINITY)) {
-        PyErr_SetString(PyExc_ValueError, "bucket_counts: expected buckets and a finite scale >= 0");
-        goto fail;
-    }
-    const double *values = (const double *)b_values->buf;
-    int64_t *counts = (int64_t *)b_counts->buf;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (values[i] >= lo && values[i] <= hi) {
-            counts[bucket_of(values[i], lo, scale, nb)] += 1;
-        }
-    }
-    Py_END_ALLOW_THREADS
-    release(&s);
-    Py_RETURN_NONE;
-fail:
-    release(&s);
-    return NULL;
-}
-
-static PyObject *
-py_bucket_gather(PyObject *self, PyObject *args)
-{
-    PyObject *o_values, *o_gather, *o_span, *o_members, *o_low, *o_high;
-    double lo, hi, scale;
-    (void)self;
-    if (!PyArg_ParseTuple(args, "OdddOOOOO:bucket_gather", &o_values, &lo, &hi, &scale, &o_gather, &o_span,
-                          &o_members, &o_low, &o_high)) {
-        return NULL;
-    }
-    Views s = {.n = 0};
-    Py_buffer *b_values, *b_gather, *b_span, *b_members, *b_low, *b_high;
-    if (!(b_values = take(&s, o_values, "values", "d", 1, -1, 0))) goto fail;
-    if (!(b_gather = take(&s, o_gather, "gather", "?", 1, -1, 0))) goto fail;
-    const Py_ssize_t n = b_values->shape[0], nb = b_gather->shape[0];
-    if (!(b_span = take(&s, o_span, "span", "?", 1, nb, 0))) goto fail;
-    if (!(b_members = take(&s, o_members, "members", "d", 1, -1, 1))) goto fail;
-    if (!(b_low = take(&s, o_low, "low", "d", 1, nb, 1))) goto fail;
-    if (!(b_high = take(&s, o_high, "high", "d", 1, nb, 1))) goto fail;
-    if (nb < 1 || !(scale >= 0.0 && scale < INFINITY)) {
-        PyErr_SetString(PyExc_ValueError, "bucket_gather: expected buckets and a finite scale >= 0");
-        goto fail;
-    }
-    const double *values = (const double *)b_values->buf;
-    const unsigned char *gather = (const unsigned char *)b_gather->buf, *span = (const unsigned char *)b_span->buf;
-    double *members = (double *)b_members->buf, *low = (double *)b_low->buf, *high = (double *)b_high->buf;
-    const Py_ssize_t cap = b_members->shape[0];
-    Py_ssize_t count = 0;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const double x = values[i];
-        if (!(x >= lo && x <= hi)) {
-            continue;
-        }
-        const Py_ssize_t b = bucket_of(x, lo, scale, nb);
-        if (gather[b]) {
-            if (count < cap) {
-                members[count] = x;
-            }
-            count++;
-        }
-        else if (span[b]) {
-            low[b] = x < low[b] ? x : low[b];
-            high[b] = x > high[b] ? x : high[b];
-        }
-    }
-    Py_END_ALLOW_THREADS
-    if (count > cap) {
-        PyErr_Format(PyExc_ValueError, "bucket_gather: %zd members, room for %zd", count, cap);
-        goto fail;
-    }
-    release(&s);
-    return PyLong_FromSsize_t(count);
-fail:
-    release(&s);
-    return NULL;
-}
-
-/* ---------- module ---------- */
-
 /* ---------- float16 → float32 ---------- */
 
 /* The float32 of the float16 pattern h, exactly: sign, exponent and mantissa moved into place; a
@@ -1074,14 +968,14 @@ fail:
     return NULL;
 }
 
+/* ---------- module ---------- */
+
 static PyMethodDef methods[] = {
     {"fused_rows", py_fused_rows, METH_VARARGS, "One row chunk of the summary pass (see the file's header)."},
     {"nll_rows", py_nll_rows, METH_VARARGS, "Add one chunk's NLL, NLL' and variance sums at beta into out."},
     {"bin_sums_1d", py_bin_sums_1d, METH_VARARGS, "Add per-bin count, sum of values and of targets."},
     {"spread_unit", py_spread_unit, METH_VARARGS, "Spread residuals and ones linearly onto a grid of g nodes."},
     {"ks_sorted", py_ks_sorted, METH_VARARGS, "max |prefix sum of conf - correct| at the ends of runs of ties."},
-    {"bucket_counts", py_bucket_counts, METH_VARARGS, "Count the values in [lo, hi] per bucket."},
-    {"bucket_gather", py_bucket_gather, METH_VARARGS, "Gather the members of chosen buckets; span others."},
     {"half_to_float", py_half_to_float, METH_VARARGS, "float16 patterns (uint16) as float32, exactly, into out."},
     {NULL, NULL, 0, NULL},
 };

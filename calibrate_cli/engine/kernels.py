@@ -33,8 +33,7 @@ except ImportError:  # pragma: no cover - depends on the build
     _ckernel = None
 
 #: the loops called here; a build from older sources that lacks one is not used at all
-_FUNCTIONS = ("fused_rows", "nll_rows", "bin_sums_1d", "spread_unit", "ks_sorted", "bucket_counts", "bucket_gather",
-              "half_to_float")
+_FUNCTIONS = ("fused_rows", "nll_rows", "bin_sums_1d", "spread_unit", "ks_sorted", "half_to_float")
 if _ckernel is not None and not all(hasattr(_ckernel, name) for name in _FUNCTIONS):  # pragma: no cover
     _ckernel = None
 
@@ -46,9 +45,8 @@ ENGINES = ("numpy", "fused")
 #: environment variable that chooses the engine (``numpy`` or ``fused``)
 ENGINE_ENV = "CALIB_ENGINE"
 
-__all__ = ["ENGINES", "ENGINE_ENV", "HAVE_CKERNEL", "ROW_DTYPES", "bin_sums", "bucket_counts", "bucket_gather",
-           "check_engine", "default_engine", "fused_rows", "half_to_float", "ks_sorted",
-           "nll_sums", "rows_run", "spread_unit", "top_label_rows", "use"]
+__all__ = ["ENGINES", "ENGINE_ENV", "HAVE_CKERNEL", "ROW_DTYPES", "bin_sums", "check_engine", "default_engine",
+           "fused_rows", "half_to_float", "ks_sorted", "nll_sums", "rows_run", "spread_unit", "top_label_rows", "use"]
 
 
 def default_engine(n_values: int | None = None) -> str:
@@ -147,18 +145,6 @@ def ks_sorted(conf, correct) -> float:
     """max |Σ_{j ≤ i} (conf_j − correct_j)| over the ends i of runs of equal confidences (samples sorted
     by confidence; the sum sequential, in sample order)."""
     return _ckernel.ks_sorted(np.ascontiguousarray(conf, dtype=np.float64), np.ascontiguousarray(correct, dtype=bool))
-
-
-def bucket_counts(values, lo: float, hi: float, scale: float, counts) -> None:
-    """counts[b] += #{v ∈ [lo, hi] : min(⌊(v − lo)·scale⌋, B − 1) = b} (values float64, C-contiguous)."""
-    _ckernel.bucket_counts(values, lo, hi, scale, counts)
-
-
-def bucket_gather(values, lo: float, hi: float, scale: float, gather, span, members, low, high) -> int:
-    """One pass over the values in [lo, hi] (buckets as :func:`bucket_counts`): a value of a bucket with
-    ``gather`` goes to ``members`` (in order); else, with ``span``, ``low``/``high`` keep the bucket's
-    smallest and largest value. Returns the number of members."""
-    return _ckernel.bucket_gather(values, lo, hi, scale, gather, span, members, low, high)
 
 
 def half_to_float(halves, out) -> None:

@@ -132,8 +132,7 @@ def order_statistics(values, ranks) -> np.ndarray:
     :data:`SELECT_GATHER` values, sorted: sorting them by value orders them by bucket too) and finds
     the smallest and largest member of the others, which become the next sets, until a set holds
     one value. The passes read the values in pieces (:data:`PIECE`; :data:`DEVICE_PIECE` for a
-    tensor); on a numpy array the C extension makes each in one loop
-    (:func:`~calibrate_cli.engine.kernels.bucket_counts`, ``bucket_gather``)."""
+    tensor)."""
     xp = _namespace_of(values)
     values = np.asarray(values, dtype=np.float64) if xp is np else values.to(xp.float64)
     n = values.shape[0]
@@ -166,7 +165,7 @@ def order_statistics(values, ranks) -> np.ndarray:
         big = chosen[~is_small[chosen]]  # split again: their smallest and largest members found now
         is_big = np.zeros(SELECT_BUCKETS, dtype=bool)
         is_big[big] = True
-        gathered, low, high = passes.gather(lo, hi, scale, size, is_small, is_big, int(count[small].sum()))
+        gathered, low, high = passes.gather(lo, hi, scale, size, is_small, is_big)
         firsts = below + ends - count  # the rank of each bucket's first member
         if small.shape[0]:
             offset = np.cumsum(np.where(is_small, count, 0)) - count  # gathered members of earlier buckets
@@ -189,12 +188,10 @@ def _namespace_of(values):
 
 class _Passes:
     """The passes of :func:`order_statistics` over ``values`` in the array module ``xp`` (numpy or
-    torch): the same steps for both, a few calls spelled per module; the C extension's loops where
-    they apply (a C-contiguous numpy array)."""
+    torch): the same steps for both, a few calls spelled per module."""
 
     def __init__(self, xp, values) -> None:
         self.xp, self.values = xp, values
-        self.compiled = xp is np and kernels.use() and values.flags.c_contiguous
         self.piece = PIECE if xp is np else DEVICE_PIECE
 
     def extrema(self) -> tuple[float, float]:
@@ -220,22 +217,15 @@ class _Passes:
     def count(self, lo: float, hi: float, scale: float, size: int) -> np.ndarray:
         """The number of members of [lo, hi] per bucket (int64, on the host)."""
         count = np.zeros(SELECT_BUCKETS, dtype=np.int64)
-        if self.compiled:
-            kernels.bucket_counts(self.values, lo, hi, scale, count)
-            return count
         for piece in self.pieces(lo, hi, size):
             count += self.host(self.xp.bincount(self.buckets(piece, lo, scale), minlength=SELECT_BUCKETS))
         return count
 
-    def gather(self, lo: float, hi: float, scale: float, size: int, is_small, is_big, n_small: int):
+    def gather(self, lo: float, hi: float, scale: float, size: int, is_small, is_big):
         """(the members of the ``is_small`` buckets, unsorted, in the module's arrays; the smallest and
         the largest member of each ``is_big`` bucket, on the host)."""
         xp = self.xp
         low, high = np.full(SELECT_BUCKETS, np.inf), np.full(SELECT_BUCKETS, -np.inf)
-        if self.compiled:
-            gathered = np.empty(n_small)
-            kernels.bucket_gather(self.values, lo, hi, scale, is_small, is_big, gathered, low, high)
-            return gathered, low, high
         gather_any, span_any = bool(is_small.any()), bool(is_big.any())
         if xp is not np:
             is_small, is_big, low, high = (xp.as_tensor(a, device=self.values.device) for a in (is_small, is_big, low, high))
