@@ -142,6 +142,7 @@ def main() -> None:
     print(f"one read pass (x.sum(), {gib:.2f} GiB float32): {read * 1e3:.2f} ms = {gib / read:.0f} GiB/s", flush=True)
 
     from calibrate_cli.engine.device_eval import DEVICE_METRICS
+    from calibrate_cli.engine.sorting import order_statistics
 
     top_label = DEVICE_METRICS
     device_metrics = {}
@@ -169,7 +170,7 @@ def main() -> None:
             default = sorting.SELECT_BUCKETS
             for bits in (16, 13, 11, 9):
                 sorting.SELECT_BUCKETS = 1 << bits
-                t_sel = wall_median(lambda: device_eval.order_statistics_on_device(conf, ranks), args.repeat)
+                t_sel = wall_median(lambda: order_statistics(conf, ranks), args.repeat)
                 figures[f"select_{bits}_bits_s"] = t_sel
                 print(f"  order statistics of {n:,} confidences, 2^{bits} buckets: {t_sel * 1e3:.2f} ms", flush=True)
             sorting.SELECT_BUCKETS = default

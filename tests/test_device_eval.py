@@ -12,7 +12,8 @@ import naive_metrics  # noqa: E402
 import naive_reference as naive  # noqa: E402
 
 from calibrate_cli.engine import device_eval, sorting  # noqa: E402
-from calibrate_cli.engine.device_eval import DEVICE_METRICS, device_metrics, order_statistics_on_device  # noqa: E402
+from calibrate_cli.engine.device_eval import DEVICE_METRICS, device_metrics  # noqa: E402
+from calibrate_cli.engine.sorting import order_statistics as order_statistics_on_device  # noqa: E402
 from calibrate_cli.errors import InputError  # noqa: E402
 
 hypothesis = pytest.importorskip("hypothesis")

@@ -1,35 +1,16 @@
 /*
- * calibrate_cli.engine._ckernel: the compiled CPU engine ("fused") of calib's summary pass, in plain
- * C99 (Python C API and the buffer protocol, no numpy headers). No intrinsics and no hand-written
- * per-CPU code: plain loops the compiler vectorises (`#pragma omp simd`, setup.py's -fopenmp-simd; a
- * row's exps by glibc's vector exp where GCC builds on glibc, the row loop then compiled for AVX2 and
- * for the baseline: ROW_LOOP), the C library's log. Imported by calibrate_cli/engine/kernels.py only,
- * which makes the arrays what these loops read.
- *
- *   fused_rows(scores, labels, is_logits, m, edges, want_top5, classwise, top_label_only,
- *              conf, correct, nll, brier, top5, count, sum_p, sum_y)
- *       one row chunk of the summary pass (rows.row_stats' definition), each row read in two or
- *       three passes (fused_typed), or logits of fewer than 64 classes 64 rows at a time, one row per
- *       vector lane (fused_cols):
- *       p = softmax(x) (or the given probabilities), conf = max p, correct = [argmax p = y] (lowest
- *       index on ties), nll = log Σ e^{x − max} − (x_y − max) (−log p_y), brier = Σ (p − [k = y])²,
- *       top5 = [rank of y < 5] (on the logits themselves), and per (class, bin) count, Σp, Σ[y = k]
- *       over the edges b/M (bin 0 closed). top_label_only: conf and correct alone.
- *   nll_rows(scores, labels, beta, out)
- *       out += Σ_i (log Σ e^{β d_i} − β d_iy, E[d_i] − d_iy, Var[d_i]) with d = x − max (the Newton
- *       pass of the exact NLL temperature fit, calibrators/temperature.py's _nll_pass).
- *   bin_sums_1d(values, targets, edges, uniform, lowest_closed, count, sum_conf, sum_correct)
- *       per-bin count, Σvalue, Σtarget of 1-D samples (binning.add_bin_sums), in sample order.
- *   spread_unit(conf, correct, g, out), ks_sorted(conf, correct)
- *       SmoothECE's spreading of (conf − correct, 1) onto the grid j/(g − 1) (smooth_ece._Grids.spread_unit)
- *       and KS-CE's max |Σ_{j ≤ i} (conf_j − correct_j)| at the ends of runs of ties (sorting.ks_from_sorted).
- *   half_to_float(halves, out)
- *       float16 values (their uint16 patterns) as float32, exactly (summary.widened_rows).
+ * calibrate_cli.engine._ckernel: the compiled CPU engine ("fused") in plain C99 (Python C API and the
+ * buffer protocol, no numpy headers). No intrinsics and no per-CPU code: plain loops the compiler
+ * vectorises (`#pragma omp simd`, setup.py's -fopenmp-simd; a row's exps by glibc's vector exp where GCC
+ * builds on glibc, the row loop then compiled for AVX2 and for the baseline: ROW_LOOP), the C library's
+ * log. Imported by calibrate_cli/engine/kernels.py only, whose wrappers say what each function computes
+ * and make the arrays these loops read: fused_rows (the summary pass's rows, rows.row_stats' definition),
+ * nll_rows (the exact NLL temperature fit's Newton pass), bin_sums_1d (1-D per-bin sums), spread_unit
+ * (SmoothECE's spreading), ks_sorted (KS-CE's prefix sum), half_to_float (float16 widened exactly).
  *
  * Sums are float64; a row's sums are in an order fixed by the row's length (the lanes of a vector
  * loop), the sums over samples and the cells' sums in sample order: results are the same for any
- * chunking of the rows (each row's values depend on that row only), and agree with the numpy
- * definition within tests/libm.py's contract (docs/conventions.md).
+ * chunking of the rows, and agree with the numpy definition within docs/conventions.md's contract.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

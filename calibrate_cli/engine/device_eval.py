@@ -1,30 +1,15 @@
 """Top-label metrics of predictions that already live on a torch device (a GPU), without copying them.
 
-:func:`device_metrics` is :func:`calibrate_cli.evaluate`'s top-label half for torch tensors: the
-logits (or probabilities) and labels stay where the model wrote them, every reduction runs there in
-float64, and only the sufficient statistics (docs/conventions.md) come back to the host — per equal-width bin
-(count, Σconf, Σcorrect), per equal-mass bin (the same, over AdaECE's edges), Σ NLL, Σ Brier, #correct,
-#top-5, Σconf and the s99 counts. They become a
-:class:`~calibrate_cli.metrics.registry.MetricSums` and every number is computed by the metric registry,
-as for the numpy engine.
-
-One pass per row chunk (:func:`_chunk_sums`) computes conf, correct, NLL, Brier and top-5 of each row
-and its equal-width bin (bins (e_b, e_b+1], bin 0 closed), and reduces them at once; the confidences and correctness are kept (8 + 1 bytes a row) for AdaECE.
-The row quantities are the one definition of the row pass (:func:`~calibrate_cli.engine.rows.row_stats`)
-and the bins the one bin rule (:func:`~calibrate_cli.engine.binning.assign_bins`); on CUDA
-:func:`_chunk_sums` is compiled by ``torch.compile`` (where inductor's code generator is installed);
-elsewhere (CPU tensors, ``CALIB_TORCH_COMPILE=0``) it runs eagerly.
-
-AdaECE's edges (:func:`~calibrate_cli.engine.binning.equal_mass_edges_of`, the reference code's
-``histedges_equalN``) need about 2(M + 1) order statistics of the N confidences:
-:func:`order_statistics_on_device` selects them exactly on the device without sorting the N values
-(:func:`~calibrate_cli.engine.sorting.order_statistics`, the one selection for numpy and torch).
-
-Agreement with the numpy engine: torch's ``exp``/``log`` and its summation orders may differ from
-the C library's and numpy's in the last bit, so every metric agrees with
-:func:`calibrate_cli.evaluate` to ~1e-15 (tested to 1e-9); bin counts can differ only where a
-confidence lies within an ulp of an edge. Sums are reductions in a fixed order (no float atomics):
-a run repeats bit for bit.
+:func:`device_metrics` is :func:`calibrate_cli.evaluate`'s top-label half for torch tensors: every
+reduction runs where the tensors are, in float64, and only the sufficient sums (docs/conventions.md)
+come back to the host as a :class:`~calibrate_cli.metrics.registry.MetricSums`, turned into metrics
+by the registry as for numpy. One pass per row chunk (:func:`_chunk_sums`, compiled by
+``torch.compile`` on CUDA where inductor's code generator is installed; eager elsewhere or with
+``CALIB_TORCH_COMPILE=0``) runs the one row pass (:func:`~calibrate_cli.engine.rows.row_stats`) and
+the one bin rule (:func:`~calibrate_cli.engine.binning.assign_bins`); AdaECE's edges are selected
+on the device (:func:`~calibrate_cli.engine.sorting.order_statistics`), never sorted. Sums are
+reductions in a fixed order (no float atomics): a run repeats bit for bit, and agrees with
+:func:`calibrate_cli.evaluate` within the numeric contract (torch's exp/log may differ in the last bit).
 """
 
 from __future__ import annotations
@@ -46,9 +31,7 @@ from ..metrics.functional import DEFAULT_N_BINS
 from ..data.predictions import probs_sum_tolerance, resolve_input_kind
 
 __all__ = [
-    "DEVICE_EXTRAS", "DEVICE_METRICS", "compile_failure", "device_batch", "device_metric_sums", "device_metrics",
-    "host_metric_sums",
-    "order_statistics_on_device",
+    "DEVICE_EXTRAS", "DEVICE_METRICS", "compile_failure", "device_batch", "device_metrics", "host_metric_sums",
 ]
 
 #: the sums the device pass produces; a metric is available on the device when it needs no other
@@ -95,22 +78,16 @@ def device_metrics(scores, labels, *, input_kind: str | None = None, n_bins: int
             f"device_metrics computes {', '.join(DEVICE_METRICS + DEVICE_EXTRAS)}; not {', '.join(map(str, unknown))} "
             "(the opt-in classwise metrics: calibrate_cli.evaluate on numpy arrays)"
         )
-    sums = device_metric_sums(scores, labels, input_kind=input_kind, n_bins=n_bins, names=names)
+    sums = device_batch(scores, labels, input_kind=input_kind, n_bins=n_bins, names=names)[0]
     values = metric_values(sums, names)
     return {name: None if math.isnan(float(v[0])) else float(v[0]) for name, v in values.items()}
 
 
-def device_metric_sums(scores, labels, *, input_kind: str | None = None, n_bins: int = DEFAULT_N_BINS,
-                       names=None) -> MetricSums:
-    """The :class:`~calibrate_cli.metrics.registry.MetricSums` (batch of 1) of torch tensors, computed on
-    their device: what :func:`device_metrics` turns into metrics (``names``: the metrics whose sums are
-    wanted; default all of :data:`DEVICE_METRICS`). Bad input raises :class:`InputError`."""
-    return device_batch(scores, labels, input_kind=input_kind, n_bins=n_bins, names=names)[0]
-
-
 def device_batch(scores, labels, *, input_kind: str | None = None, n_bins: int = DEFAULT_N_BINS, names=None,
                  rows: bool = False, cells: bool = False):
-    """(:func:`device_metric_sums`, the rows' (confidence float64, correctness) on the device when
+    """(the :class:`~calibrate_cli.metrics.registry.MetricSums` (batch of 1) of torch tensors, computed
+    on their device (``names``: the metrics whose sums are wanted; default all of :data:`DEVICE_METRICS`;
+    bad input raises :class:`InputError`), the rows' (confidence float64, correctness) on the device when
     ``rows``, the classwise cells (count, Σp, Σ[y = k]) as (K, M) numpy arrays when ``cells``), all from
     one pass over the tensors: what a meter adding batches keeps."""
     import torch
@@ -127,7 +104,7 @@ def device_batch(scores, labels, *, input_kind: str | None = None, n_bins: int =
 
 def host_metric_sums(scores: np.ndarray, labels: np.ndarray, *, device: str = "cuda", is_logits: bool = True,
                      n_bins: int = DEFAULT_N_BINS, names=None) -> tuple[MetricSums, np.ndarray | None]:
-    """(:func:`device_metric_sums`, AdaECE's edges | None) of host arrays (a memory-mapped file's too) on the torch ``device``:
+    """(:func:`device_batch`'s sums, AdaECE's edges | None) of host arrays (a memory-mapped file's too) on the torch ``device``:
     the rows move there a block at a time through two page-locked buffers, the copy of one block
     overlapping the pass over the one before, and only the sufficient sums come back. ``scores``:
     validated (N, K) floats; ``labels``: (N,) class indices in [0, K). ``names`` may also ask for
@@ -167,7 +144,7 @@ def _pass_sums(torch, blocks, device, n: int, k: int, tolerance: float, is_logit
 
     mass = samples = gap = edges = None
     if "mass" in needed:
-        edges = equal_mass_edges_of(n, m, lambda ranks: order_statistics_on_device(conf, ranks))
+        edges = equal_mass_edges_of(n, m, lambda ranks: order_statistics(conf, ranks))
         count, sum_conf, sum_correct = bin_sums(conf, correct, torch.as_tensor(edges, device=device))
         mass = BinSums(count.cpu().numpy()[None], sum_conf.cpu().numpy()[None], sum_correct.cpu().numpy()[None])
     if "samples" in needed:  # ascending confidence; the order within ties is free (unit weights)
@@ -418,9 +395,3 @@ def _compiled_pass(device):
         else:
             _COMPILED["fns"] = (torch.compile(_chunk_sums, dynamic=False), torch.compile(_bin_sums, dynamic=False))
     return _COMPILED["fns"]
-
-
-# ------------------------------------------------------------------------------- order statistics
-
-#: ``sort(values)[ranks]`` of a tensor, selected on its device: the one selection (sorting.py)
-order_statistics_on_device = order_statistics

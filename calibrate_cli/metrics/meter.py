@@ -16,7 +16,7 @@ and correctness (9 bytes a sample, device tensors for device batches, concatenat
 for AdaECE (equal-mass edges of all N confidences), KS-CE and SmoothECE (the sorted samples); the
 classwise (K, M) cells (Σ over batches) for classwise-ECE. On a device both come from the same pass
 as the sums; the classwise cells are copied to the host per batch (K × M floats). At :meth:`compute` AdaECE's edges are selected on the device
-(:func:`~calibrate_cli.engine.device_eval.order_statistics_on_device`) unless KS-CE or SmoothECE is
+(:func:`~calibrate_cli.engine.sorting.order_statistics`) unless KS-CE or SmoothECE is
 asked for too, whose sort runs on the host (the confidences copied there once).
 
 Memory: O(M) for the sums, K × M classwise cells, and 9 bytes a sample when AdaECE, KS-CE or
@@ -427,10 +427,10 @@ def _device_mass(conf, correct, n_bins: int) -> BinStats:
     statistics selected on the device, the bins' sums there (the device pass's AdaECE)."""
     import torch
 
-    from ..engine.device_eval import order_statistics_on_device
+    from ..engine.sorting import order_statistics
 
     n = int(conf.shape[0])
-    edges = equal_mass_edges_of(n, n_bins, lambda ranks: order_statistics_on_device(conf, ranks))
+    edges = equal_mass_edges_of(n, n_bins, lambda ranks: order_statistics(conf, ranks))
     idx = assign_bins(conf, torch.as_tensor(edges, dtype=torch.float64, device=conf.device))
     count, sum_conf, sum_correct = torch_bin_sums(idx[:, None], conf[:, None], correct[:, None], n_bins)
     return BinStats(edges=edges, count=count[0].cpu().numpy().astype(np.int64), sum_conf=sum_conf[0].cpu().numpy(),
