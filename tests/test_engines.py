@@ -1,16 +1,17 @@
 """Every engine present agrees with the numpy definition within the numeric contract (tests/libm.py,
-docs/conventions.md), and gives the same bits for any thread count and chunk size.
+docs/conventions.md), and the CPU engines give the same bits for any thread count and chunk size.
 
-Engines: "numpy" (always; the definition) and "fused" (the C extension calibrate_cli.engine._ckernel,
-through calibrate_cli.engine.kernels; skipped with a reason where it is not built). The engine is
-chosen as a user chooses it: ``$CALIB_ENGINE`` or an explicit ``engine=`` argument.
-
-Compared: every metric of ``evaluate(..., metrics="all")``, the summary pass's per-sample values and
-classwise cells, the 1-D bin sums, and the temperature fit's NLL passes; on float32 and float64,
-logits and probabilities, K = 2, 1-D scores, N = 1, ties, extreme logits and values on bin edges.
+Engines, chosen as a user chooses them, each skipped with a reason where it is not there: "numpy" (the
+definition), "fused" (the C extension, ``$CALIB_ENGINE`` or ``engine=``), torch on the CPU ("torch-cpu",
+the code a GPU runs) and on CUDA (``device=``). Compared: every metric of ``evaluate(..., metrics="all")``,
+the summary pass's per-sample values and classwise cells, the 1-D bin sums and the temperature fit's
+passes; float32 and float64, logits and probabilities, K = 2, 1-D scores, N = 1, ties, extreme logits,
+values on bin edges, float16 and bfloat16.
 """
 
 from __future__ import annotations
+
+import importlib.util
 
 import numpy as np
 import pytest
@@ -21,21 +22,39 @@ from calibrate_cli.calibrators.base import FitData
 from calibrate_cli.calibrators.temperature import _nll_pass
 from calibrate_cli.data import predictions as _predictions
 from calibrate_cli.data.predictions import as_predictions
-from calibrate_cli.engine import binning, kernels
+from calibrate_cli.engine import binning, kernels, torch_pass
+from calibrate_cli.engine.devices import array_ops
 from calibrate_cli.engine.summary import SummaryRequest, summarize
 from calibrate_cli.errors import InputError
 from calibrate_cli.evaluate import evaluate
 
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+HAS_CUDA = HAS_TORCH and __import__("torch").cuda.is_available()
 FUSED = pytest.param("fused", marks=pytest.mark.skipif(not kernels.HAVE_CKERNEL,
                                                        reason="the C extension (the fused engine) is not built"))
-ENGINES = ["numpy", FUSED]
+CPU_ENGINES = ["numpy", FUSED]
+DEVICES = ("torch-cpu", "cuda")
+ENGINES = CPU_ENGINES + [
+    pytest.param("torch-cpu", marks=pytest.mark.skipif(not HAS_TORCH, reason="needs torch (pip install torch==2.13.0)")),
+    pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")),
+]
 DTYPES = [np.float32, np.float64]
 
 
+def _choose(engine, monkeypatch=None) -> dict:
+    """The keyword arguments (and ``$CALIB_ENGINE``) that run ``engine``."""
+    if engine in DEVICES:
+        return {"device": engine}
+    if monkeypatch is not None:
+        monkeypatch.setenv(kernels.ENGINE_ENV, engine)
+    return {"engine": engine}
+
+
 def _metrics(engine, monkeypatch, scores, labels, **kw):
-    monkeypatch.setenv(kernels.ENGINE_ENV, engine)
+    monkeypatch.setenv(kernels.ENGINE_ENV, "numpy")
+    chosen = _choose(engine, monkeypatch)
     with np.errstate(divide="ignore"):
-        return evaluate(scores, labels, metrics="all", **kw).metrics
+        return evaluate(scores, labels, metrics="all", device=chosen.get("device"), **kw).metrics
 
 
 def _agree_with_numpy(engine, monkeypatch, scores, labels, **kw):
@@ -140,35 +159,7 @@ def _assert_summaries_agree(a, b, kind):
     assert_equal_up_to_exp(b.classwise.sum_conf, a.classwise.sum_conf, additions=a.n, err_msg="sum_conf")
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("kind", ["logits", "probs"])
-@pytest.mark.parametrize("k", [2, 7, 300])
-def test_per_sample_values_and_classwise_cells(engine, dtype, kind, k):
-    rng = np.random.default_rng(k)
-    x = (rng.standard_normal((2000, k)) * 3).astype(dtype)
-    x[:30] = np.round(x[:30])
-    scores = x if kind == "logits" else _probs(x.astype(np.float64)).astype(dtype)
-    p = as_predictions(scores, rng.integers(0, k, 2000), kind)
-    _assert_summaries_agree(summarize(p, engine="numpy"), summarize(p, engine=engine), kind)
-
-
-@pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_top_label_only_pass(engine, dtype):
-    """The top-label pass (conf and correct alone, for ECE, MCE, accuracy) gives the full pass's values."""
-    rng = np.random.default_rng(4)
-    x = (rng.standard_normal((3000, 9)) * 3).astype(dtype)
-    x[:20] = 0.0
-    p = as_predictions(x, rng.integers(0, 9, 3000), "logits")
-    full = summarize(p, engine="numpy")
-    lean = summarize(p, engine=engine, request=SummaryRequest(sums=frozenset({"samples"})))  # the top label's columns
-    assert lean.nll is None and lean.brier is None and lean.classwise is None
-    np.testing.assert_array_equal(lean.correct, full.correct)
-    assert_equal_up_to_exp(lean.confidences, full.confidences)
-
-
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", CPU_ENGINES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("closed", [True, False])
 def test_bin_sums(engine, dtype, closed, monkeypatch):
@@ -188,19 +179,21 @@ def test_bin_sums(engine, dtype, closed, monkeypatch):
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("kind", ["logits", "probs"])
-@pytest.mark.parametrize("n,k", [(1, 2), (37, 3), (37, 7), (64, 31), (64, 32), (64, 33), (20, 63), (20, 64), (20, 65),
-                                 (9, 129)])
+@pytest.mark.parametrize("n,k", [(1, 2), (2000, 2), (37, 3), (2000, 7), (64, 31), (64, 32), (64, 33), (20, 63), (20, 64),
+                                 (20, 65), (9, 129), (300, 300)])
 def test_rows_of_every_length(engine, dtype, kind, n, k):
     """Row lengths around the compiled loops' vector width and their paths (short rows, the classwise
-    lowest-bin cells from 32 classes on): every per-sample value and cell, and the top-label pass."""
+    lowest-bin cells from 32 classes on), ties among a quarter of the rows: every per-sample value and
+    classwise cell of the summary pass, and the top-label pass's."""
     rng = np.random.default_rng(n * 100 + k)
     x = (rng.standard_normal((n, k)) * 3).astype(dtype)
     x[: n // 4] = np.round(x[: n // 4])
+    x[n // 2] = 0.0  # every class tied: p = 1/K, argmax 0
     scores = x if kind == "logits" else _probs(x.astype(np.float64)).astype(dtype)
     p = as_predictions(scores, rng.integers(0, k, n), kind)
     full = summarize(p, engine="numpy")
-    _assert_summaries_agree(full, summarize(p, engine=engine), kind)
-    lean = summarize(p, engine=engine, request=SummaryRequest(sums=frozenset({"samples"})))
+    _assert_summaries_agree(full, summarize(p, **_choose(engine)), kind)
+    lean = summarize(p, **_choose(engine), request=SummaryRequest(sums=frozenset({"samples"})))
     np.testing.assert_array_equal(lean.correct, full.correct)
     assert_equal_up_to_exp(lean.confidences, full.confidences)
 
@@ -213,12 +206,12 @@ def test_near_ties_of_the_maximum(engine):
     y = np.array([0, 0, 1, 1])
     p = as_predictions(x, y, "logits")
     want = summarize(p, engine="numpy")
-    got = summarize(p, engine=engine)
+    got = summarize(p, **_choose(engine))
     assert want.correct.tolist() == [True, True, True, False]
     _assert_summaries_agree(want, got, "logits")
     f = np.array([[1e-30, np.nextafter(np.float32(1e-30), np.float32(1)), -1e-30]], dtype=np.float32)
     q = as_predictions(f, np.array([0]), "logits")
-    _assert_summaries_agree(summarize(q, engine="numpy"), summarize(q, engine=engine), "logits")
+    _assert_summaries_agree(summarize(q, engine="numpy"), summarize(q, **_choose(engine)), "logits")
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -233,7 +226,7 @@ def test_probabilities_on_the_first_edge(engine, k):
     p[:, 0] = p[:, 3] = binning.uniform_edges(m)[1]
     p[:, 4:] *= (1.0 - 2.0 / m - p[:, 2:3]) / p[:, 4:].sum(axis=1, keepdims=True)
     pr = as_predictions(p, rng.integers(0, k, 300), "probs")
-    _assert_summaries_agree(summarize(pr, engine="numpy", n_bins=m), summarize(pr, engine=engine, n_bins=m), "probs")
+    _assert_summaries_agree(summarize(pr, engine="numpy", n_bins=m), summarize(pr, **_choose(engine), n_bins=m), "probs")
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -252,14 +245,16 @@ def test_half_precision_scores(engine, half):
         bits = (x.view(np.uint32) >> 16).astype(np.uint16)
         scores, wide = BFloat16Rows(bits), widen_bf16(bits)
     want = summarize(as_predictions(wide, y, "logits"), engine="numpy")
-    _assert_summaries_agree(want, summarize(as_predictions(scores, y, "logits"), engine=engine), "logits")
+    _assert_summaries_agree(want, summarize(as_predictions(scores, y, "logits"), **_choose(engine)), "logits")
 
 
 @pytest.mark.skipif(not kernels.HAVE_CKERNEL, reason="the C extension (the fused engine) is not built")
-@pytest.mark.parametrize("k", [10, 40, 300])
+@pytest.mark.parametrize("k", [10, 40, 100, 300])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_the_c_rows_give_the_same_bits_in_any_split(k, dtype):
-    """A row's values are the same bits whatever the rows beside it in a call; the cells' counts equal."""
+def test_the_c_rows_give_the_same_bits_in_any_split_whatever_else_is_asked(k, dtype):
+    """A row's values are the same bits whatever the rows beside it in a call (the cells' counts equal,
+    their Σp the same additions grouped by call), and with or without the classwise cells or in the
+    top-label pass: asking for one more metric never moves the others."""
     rng = np.random.default_rng(k)
     x = (rng.standard_normal((150, k)) * 3).astype(dtype)
     x[:10] = np.round(x[:10])
@@ -271,27 +266,15 @@ def test_the_c_rows_give_the_same_bits_in_any_split(k, dtype):
                  for a in range(0, 150, step)]
         for i in range(5):
             np.testing.assert_array_equal(np.concatenate([part[i] for part in parts]), whole[i])
-        for i in (0, 2):  # count, Σ[y = k]: equal; Σp: the same additions grouped by call
+        for i in (0, 2):
             np.testing.assert_array_equal(sum(part[5][i] for part in parts), whole[5][i])
         np.testing.assert_allclose(sum(part[5][1] for part in parts), whole[5][1], rtol=1e-13, atol=1e-15)
-
-
-@pytest.mark.skipif(not kernels.HAVE_CKERNEL, reason="the C extension (the fused engine) is not built")
-@pytest.mark.parametrize("k", [10, 40, 100, 300])
-def test_the_c_rows_give_the_same_bits_whatever_else_is_asked(k):
-    """A row's confidence, NLL and Brier are the same bits with or without the classwise cells, and its
-    confidence the same in the top-label pass: asking for one more metric never moves the others."""
-    rng = np.random.default_rng(k)
-    x = (rng.standard_normal((60, k)) * 3).astype(np.float32)
-    y = rng.integers(0, k, 60)
-    edges = binning.uniform_edges(15)
-    full = kernels.fused_rows(x, y, edges, is_logits=True, top5=True, classwise=False)
-    cells = kernels.fused_rows(x, y, edges, is_logits=True, top5=True, classwise=True)
-    for a, b in zip(full[:5], cells[:5]):
+    no_cells = kernels.fused_rows(x, y, edges, is_logits=True, top5=True, classwise=False)
+    for a, b in zip(no_cells[:5], whole[:5]):
         np.testing.assert_array_equal(a, b)
     conf, correct = kernels.top_label_rows(x, y, is_logits=True)
-    np.testing.assert_array_equal(conf, full[0])
-    np.testing.assert_array_equal(correct, full[1])
+    np.testing.assert_array_equal(conf, whole[0])
+    np.testing.assert_array_equal(correct, whole[1])
 
 
 # ------------------------------------------------------------------ temperature scaling
@@ -321,7 +304,7 @@ def test_nll_pass_sums(engine, dtype, kind, n, k):
     data = FitData.prepare(x, y, kind, "scores", "labels")
     for beta in (0.05, 0.7, 1.0, 3.0, 40.0):
         want = _nll_pass(data, beta, "numpy")
-        got = _nll_pass(data, beta, engine)
+        got = _nll_pass(data, beta, array_ops(engine) if engine in DEVICES else engine)
         assert_agree(list(got), list(want), rel=1e-12, abs=1e-13)
 
 
@@ -331,16 +314,19 @@ def test_temperature_fits_agree(engine, search, objective, monkeypatch):
     x, y = _fit_data(3000, 10, 7)
     kw = {"search": search} if objective is None else {"search": search, "objective": objective}
     monkeypatch.setenv(kernels.ENGINE_ENV, "numpy")
-    want = fit_temperature(x, y, **kw).temperature
-    monkeypatch.setenv(kernels.ENGINE_ENV, engine)
-    got = fit_temperature(x, y, **kw).temperature
-    assert got == pytest.approx(want, rel=1e-9 if search == "nll" else 0)
+    monkeypatch.setattr(torch_pass, "TORCH_CHUNK_ELEMENTS", 10 * 100 * 7)  # on a device: chunks of 7 rows at 100 T
+    want = fit_temperature(x, y, **kw)
+    got = fit_temperature(x, y, device=_choose(engine, monkeypatch).get("device"), **kw)
+    assert got.temperature == pytest.approx(want.temperature, rel=1e-9 if search == "nll" else 0)
+    assert_agree([got.objective_value, got.objective_at_one], [want.objective_value, want.objective_at_one])
+    if want.curve:
+        assert_agree([v for _, v in got.curve], [v for _, v in want.curve])
 
 
 # ------------------------------------------------------------------ determinism and the choice
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", CPU_ENGINES)
 def test_same_bits_for_any_thread_count_and_chunk_size(engine, monkeypatch):
     """Any thread count: every output the same bits (chunks are fixed by the input's shape, and their
     results combined in chunk order). Any chunk size: the same metrics too, except classwise-ECE,

@@ -15,15 +15,14 @@ torch = pytest.importorskip("torch")
 import naive_reference as naive  # noqa: E402
 from libm import assert_agree, assert_bins_agree  # noqa: E402
 
-from calibrate_cli import evaluate, fit_temperature  # noqa: E402
+from calibrate_cli import evaluate  # noqa: E402
 from calibrate_cli.evaluate import report_from_summary  # noqa: E402
 from calibrate_cli.data.predictions import as_predictions  # noqa: E402
 from calibrate_cli.engine import torch_pass  # noqa: E402
-from calibrate_cli.engine.binning import S99_THRESHOLD, uniform_edges  # noqa: E402
+from calibrate_cli.engine.binning import uniform_edges  # noqa: E402
 from calibrate_cli.engine.devices import array_ops  # noqa: E402
 from calibrate_cli.engine.rows import grid_rows, nll_newton_sums, row_stats  # noqa: E402
 from calibrate_cli.engine.summary import summarize  # noqa: E402
-from calibrate_cli.errors import InputError  # noqa: E402
 
 HAS_CUDA = torch.cuda.is_available()
 OPS = ["cpu", "torch-cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU"))]
@@ -114,20 +113,18 @@ def _assert_summaries_agree(a, b, rel, abs_):
     assert_bins_agree(b.classwise, a.classwise, rel=rel, abs=abs_ * a.n)
 
 
-@pytest.mark.parametrize("compat", [None, "focal-calibration"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_torch_cpu_agrees_with_numpy(case, compat):
-    """Summary and report of the torch pass and of numpy within the contract (float32 arithmetic in
-    the compat mode, as the reference code: 1e-6)."""
+def test_torch_cpu_agrees_with_numpy_in_the_compat_mode(case):
+    """The compat mode's float32 arithmetic (the reference code's) on torch and numpy: summary and report
+    within 1e-6 (tests/test_engines.py compares every engine in float64)."""
     scores, labels, kind = CASES[case]
-    rel, abs_ = (1e-12, 1e-15) if compat is None else (1e-6, 1e-6)
     pred = as_predictions(scores, labels, kind)
-    _assert_summaries_agree(summarize(pred, compat=compat, engine="numpy"),
-                            summarize(pred, compat=compat, device="torch-cpu"), rel, abs_)
-    a = evaluate(scores, labels, input_kind=kind, compat=compat)
-    b = evaluate(scores, labels, input_kind=kind, compat=compat, device="torch-cpu")
-    assert_agree(b.metrics, a.metrics, rel=rel, abs=abs_)
-    assert_bins_agree(b.bins, a.bins, rel=rel, abs=abs_ * a.n)
+    _assert_summaries_agree(summarize(pred, compat="focal-calibration", engine="numpy"),
+                            summarize(pred, compat="focal-calibration", device="torch-cpu"), 1e-6, 1e-6)
+    a = evaluate(scores, labels, input_kind=kind, compat="focal-calibration")
+    b = evaluate(scores, labels, input_kind=kind, compat="focal-calibration", device="torch-cpu")
+    assert_agree(b.metrics, a.metrics, rel=1e-6, abs=1e-6)
+    assert_bins_agree(b.bins, a.bins, rel=1e-6, abs=1e-6 * a.n)
 
 
 def test_chunks_sparse_cells_and_memory_mapped_input(monkeypatch, tmp_path):
@@ -154,71 +151,9 @@ def test_chunks_sparse_cells_and_memory_mapped_input(monkeypatch, tmp_path):
     np.testing.assert_allclose(b.sums_conf, a.sums_conf, rtol=1e-12)
 
 
-def test_devices_are_recorded_and_refused_clearly(monkeypatch):
-    x, y = _logits(50, 4, 14)
-    assert evaluate(x, y).to_dict()["device"] == "cpu" and evaluate(x, y, device="torch-cpu").device == "torch-cpu"
-    assert evaluate(x, y, device="auto").device == ("cuda" if HAS_CUDA else "cpu")
-    if not HAS_CUDA:
-        with pytest.raises(InputError, match="CUDA"):
-            evaluate(x, y, device="cuda")
-    import sys
-
-    monkeypatch.setitem(sys.modules, "torch", None)
-    with pytest.raises(InputError, match=r"needs torch.*pip install torch==2\.13\.0"):
-        evaluate(x, y, device="torch-cpu")
-    assert evaluate(x, y, device="auto").device == "cpu"  # auto falls back to numpy
-
-
-@pytest.mark.parametrize("device", OPS[1:])
-@pytest.mark.parametrize("kwargs", [{"objective": "ece"}, {"objective": "nll"}, {"search": "nll"}])
-def test_temperature_fits_on_torch_agree_with_numpy(monkeypatch, device, kwargs):
-    x, y = _logits(600, 6, 30)
-    monkeypatch.setattr(torch_pass, "TORCH_CHUNK_ELEMENTS", 6 * 100 * 7)  # several chunks (7 rows at 100 T)
-    a, b = fit_temperature(x, y, **kwargs), fit_temperature(x, y, device=device, **kwargs)
-    assert b.temperature == pytest.approx(a.temperature, rel=1e-10)
-    assert_agree([b.objective_value, b.objective_at_one], [a.objective_value, a.objective_at_one])
-    if a.curve:
-        assert_agree([v for _, v in b.curve], [v for _, v in a.curve])
-
-
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
-def test_cuda_agrees_with_numpy_and_repeats(monkeypatch):
+def test_cuda_repeats_bit_for_bit(monkeypatch):
+    """No float atomics: a GPU run repeats bit for bit (tests/test_engines.py: it agrees with numpy)."""
     monkeypatch.setattr(torch_pass, "TORCH_CHUNK_ELEMENTS", 1 << 12)
     x, y = _logits(20_000, 10, 22)
-    a, b = evaluate(x, y, device="cuda"), evaluate(x, y, device="cuda")
-    assert a.metrics == b.metrics  # no float atomics: a GPU run repeats bit for bit
-    assert_agree(a.metrics, evaluate(x, y).metrics)
-
-
-@pytest.mark.parametrize("names,columns", [(["ece", "accuracy"], False), (["adaece", "mce"], False),
-                                           (["nll", "ece", "s99_share"], False), (None, True)])
-def test_a_request_computes_what_its_metrics_need(names, columns):
-    """summarize(request=...): the top label alone when only its sums are asked, the classwise sums only
-    when asked, and the equal-width bins and in-order sums always when asked (float64 loops)."""
-    from calibrate_cli.engine.summary import SummaryRequest
-    from calibrate_cli.metrics.registry import sums_needed
-
-    x, y = _logits(500, 7, 5)
-    sums = sums_needed(names)
-    s = summarize(as_predictions(x, y, "logits"), n_bins=10, request=SummaryRequest(sums=sums, columns=columns),
-                  engine="numpy")
-    assert (s.classwise is None) == ("classwise_gap" not in sums)
-    assert (s.nll is None) == (not columns) and (s.totals is None) == (columns or sums <= {"width", "mass", "correct",
-                                                                                         "conf", "s99", "s99_correct"})
-    conf, top = naive.top_label(naive.softmax_rows(x))
-    hits = [p == t for p, t in zip(top, y.tolist())]
-    bins = [naive.equal_width_bin(c, 10) for c in conf]
-    np.testing.assert_array_equal(s.width.count, np.bincount(bins, minlength=10))
-    np.testing.assert_array_equal(s.width.sum_correct, np.bincount(bins, weights=hits, minlength=10))
-    np.testing.assert_allclose(s.width.sum_conf, np.bincount(bins, weights=conf, minlength=10), rtol=1e-13)
-    if not sums & {"correct", "conf", "s99", "s99_correct"}:
-        assert s.in_order is None
-        return
-    assert s.in_order["correct"][0] == sum(hits) and s.in_order["s99"][0] == sum(c >= 0.99 for c in conf)
-    assert s.in_order["conf"][0] == pytest.approx(math.fsum(conf), rel=1e-13)
-
-
-def test_s99_threshold_is_the_registrys():
-    from calibrate_cli.metrics.registry import S99_THRESHOLD as REGISTRY_S99
-
-    assert S99_THRESHOLD == REGISTRY_S99 == 0.99
+    assert evaluate(x, y, device="cuda").metrics == evaluate(x, y, device="cuda").metrics
