@@ -202,12 +202,13 @@ def test_rows_of_every_length(engine, dtype, kind, n, k):
 def test_near_ties_of_the_maximum(engine):
     """Logits within an ulp-sized exp of the maximum: p_j = e_j/Σe rounds to the top probability, and
     the lowest such index is the prediction (exp(−1e-17) is 1), before and after the exact maximum."""
-    x = np.array([[0.0, 1e-17, -1.0], [1e-17, 0.0, -1.0], [-3.0, 0.0, 2e-300], [1.0, 1.0 - 2.0**-52, 1.0]])
-    y = np.array([0, 0, 1, 1])
+    x = np.array([[0.0, 1e-17, -1.0], [1e-17, 0.0, -1.0], [-3.0, 0.0, 2e-300], [1.0, 1.0 - 2.0**-52, 1.0],
+                  [1.0 - 2.0**-53, 1.0, 0.9]])  # e_0 = 1 − 2^-53 < 1, yet e_0/Σe rounds to 1/Σe: index 0
+    y = np.array([0, 0, 1, 1, 1])
     p = as_predictions(x, y, "logits")
     want = summarize(p, engine="numpy")
     got = summarize(p, **_choose(engine))
-    assert want.correct.tolist() == [True, True, True, False]
+    assert want.correct.tolist() == [True, True, True, False, False]
     _assert_summaries_agree(want, got, "logits")
     f = np.array([[1e-30, np.nextafter(np.float32(1e-30), np.float32(1)), -1e-30]], dtype=np.float32)
     q = as_predictions(f, np.array([0]), "logits")

@@ -492,10 +492,18 @@ fused_cols(const Fused *f, const int f32, const int keep)
             total[i] += e_y[i];
             e[y[i]][i] = e_y[i];
         }
-        for (Py_ssize_t j = k - 1; j >= 0; j--) { /* argmax p, the lowest index on ties: e_j/Σe = 1/Σe */
-#pragma omp simd
+        /* argmax p, the lowest index on ties: the first e_j/Σe = 1/Σe, that is the first e_j = 1 (the max's
+         * exp 0) unless an e_j ≠ 1 lies within 2^-40 of 1 (e_j/Σe may then round to 1/Σe too) */
+        int near = 0;
+        for (Py_ssize_t j = k - 1; j >= 0; j--) {
+#pragma omp simd reduction(+ : near)
             for (Py_ssize_t i = 0; i < BLOCK; i++) {
-                best[i] = e[j][i] / total[i] == 1.0 / total[i] ? j : best[i];
+                best[i] = e[j][i] == 1.0 ? j : best[i];
+                near += (e[j][i] != 1.0) & (e[j][i] > 1.0 - 0x1p-40);
+            }
+        }
+        for (Py_ssize_t i = 0; near > 0 && i < nb; i++) {
+            for (best[i] = 0; e[best[i]][i] / total[i] != 1.0 / total[i]; best[i]++) {
             }
         }
         double *restrict conf = f->conf + i0;
