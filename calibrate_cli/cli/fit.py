@@ -16,6 +16,7 @@ from . import render
 from .hints import cli_text
 from .topk import refuse_topk_option
 from .options import (
+    FilePairCommand,
     PlainIntRange,
     parse_metric_list,
     Outputs,
@@ -88,7 +89,7 @@ def _best(values: dict[str, float | None], metric: str) -> set[str]:
     return {m for m, v in finite.items() if v == best}
 
 
-@click.command("fit")
+@click.command("fit", cls=FilePairCommand)
 @refuse_topk_option
 @click.argument("val_scores", metavar="VAL_SCORES")
 @click.argument("val_labels", metavar="[VAL_LABELS]", required=False)

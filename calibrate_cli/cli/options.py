@@ -291,27 +291,61 @@ def pair_inputs(files, label_col: str | None, what: str) -> list[tuple[str, str 
     return list(zip(files[::2], files[1::2]))
 
 
+#: joins SCORES and LABELS into one command-line word (no word of argv can hold a NUL)
+_PAIR_JOIN = "\0"
+
+
+class _FilePair(click.ParamType):
+    """The value of a :class:`ScoresThenLabels` option: (scores,) or (scores, labels)."""
+
+    name = "scores [labels]"
+
+    def convert(self, value, param, ctx):
+        return tuple(value.split(_PAIR_JOIN)) if isinstance(value, str) else tuple(value)
+
+
 class ScoresThenLabels(click.Option):
     """An option that takes one file or two (``--test SCORES [LABELS]``): the next word is taken as
-    LABELS unless it is an option (starts with ``-``). One file: its labels are the ``--labels`` column."""
+    LABELS unless it is an option (starts with ``-``). One file: its labels are the ``--labels`` column.
+    Its command is a :class:`FilePairCommand`, which gives it the pair as one word."""
 
-    def add_to_parser(self, parser, ctx) -> None:
-        super().add_to_parser(parser, ctx)
-        option = next(o for o in (parser._long_opt.get(n) or parser._short_opt.get(n) for n in self.opts) if o)
-        process = option.process
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, type=_FilePair(), **kwargs)
 
-        def take_labels_too(value, state):
-            if isinstance(value, str):
-                value = (value, state.rargs.pop(0)) if state.rargs and not state.rargs[0].startswith("-") else (value,)
-            process(value, state)
 
-        option.process = take_labels_too
+class FilePairCommand(click.Command):
+    """A command with :class:`ScoresThenLabels` options: before Click parses the words (``parse_args``,
+    Click's public API), ``--test SCORES LABELS`` (or ``--test=SCORES LABELS``) becomes ``--test``
+    and one word holding both files, where the word after SCORES does not start with ``-``."""
+
+    def parse_args(self, ctx, args):
+        names = {name for param in self.params if isinstance(param, ScoresThenLabels) for name in param.opts}
+        values = {name: param.nargs for param in self.params  # other options' values are read as they are
+                  if isinstance(param, click.Option) and not (param.is_flag or param.count) for name in param.opts}
+        words, rest = [], list(args)
+        while rest:
+            word = rest.pop(0)
+            words.append(word)
+            if word == "--":
+                words += rest
+                break
+            name, inline, _ = word.partition("=")
+            if name in values and name not in names and not inline:
+                words += rest[: values[name]]
+                del rest[: values[name]]
+            if name not in names or not (inline or rest):
+                continue
+            if not inline:
+                words.append(rest.pop(0))
+            if rest and not rest[0].startswith("-"):
+                words[-1] += _PAIR_JOIN + rest.pop(0)
+        return super().parse_args(ctx, words)
 
 
 def test_set_option(help: str):
     """``--test SCORES [LABELS]`` (the command receives ``test``: None, (scores,), or (scores, labels))."""
     return click.option(
-        "--test", cls=ScoresThenLabels, type=click.UNPROCESSED, default=None, metavar="TEST_SCORES [TEST_LABELS]",
+        "--test", cls=ScoresThenLabels, default=None, metavar="TEST_SCORES [TEST_LABELS]",
         help=help + " With --labels: TEST_SCORES alone, its labels in that column.",
     )
 

@@ -16,6 +16,7 @@ from .options import (
     PlainFloatRange,
     PlainIntRange,
     Outputs,
+    FilePairCommand,
     ScoresThenLabels,
     calibrator_option,
     check_device,
@@ -69,7 +70,7 @@ def parse_classes(ctx, param, value: str | None) -> list[int] | None:
     return classes
 
 
-@click.command("plot")
+@click.command("plot", cls=FilePairCommand)
 @scores_and_labels
 @output_option("Figure file: .png, .svg or .pdf (by extension).", required=True)
 @n_bins_option("Number of bins M.")
@@ -83,7 +84,7 @@ def parse_classes(ctx, param, value: str | None) -> list[int] | None:
     load=False,
 )
 @click.option(
-    "--compare", cls=ScoresThenLabels, type=click.UNPROCESSED, multiple=True, metavar="SCORES2 [LABELS2]",
+    "--compare", cls=ScoresThenLabels, multiple=True, metavar="SCORES2 [LABELS2]",
     help="Another model to draw side by side (repeatable; same --probs as SCORES). With --labels: SCORES2 alone, "
     "its labels in that column.",
 )

@@ -15,6 +15,7 @@ from .hints import cli_text
 from .topk import refuse_topk_option
 from .prepost import before_after, load_fit_and_test, prepost_report
 from .options import (
+    FilePairCommand,
     Outputs,
     binning_options,
     check_device,
@@ -101,7 +102,7 @@ def _plain_grid(ctx, param, value):
     return value
 
 
-@click.command("temperature")
+@click.command("temperature", cls=FilePairCommand)
 @refuse_topk_option
 @click.argument("val_scores", metavar="VAL_LOGITS")
 @click.argument("val_labels", metavar="[VAL_LABELS]", required=False)
