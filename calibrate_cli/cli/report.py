@@ -25,7 +25,9 @@ from .options import (
     interval_warnings_by_cause,
     output_option,
     probs_option,
+    read_weights,
     title_option,
+    weights_option,
 )
 from .prepost import load_fit_and_test
 from .temperature import TEMPERATURE_SEARCHES, grid_option, objective_option
@@ -77,6 +79,7 @@ def labels_file(role: str, scores: str, labels: str | None, label_col: str | Non
 @probs_option("Scores are probabilities: T is fitted through log p (a probability of 0 stays 0).")
 @bootstrap_options(default_resamples=DEFAULT_REPORT_RESAMPLES)
 @title_option
+@weights_option
 @click.option(
     "--beyond/--no-beyond", default=True, show_default=True,
     help="The section 'Beyond one number': CORP decompositions of the Brier and log scores, a calibration "
@@ -84,7 +87,7 @@ def labels_file(role: str, scores: str, labels: str | None, label_col: str | Non
 )
 def report_command(
     val_scores, val_labels, test_scores, test_labels, output, force, search, objective, grid_text, n_bins, compat,
-    label_col, input_kind, n_resamples, ci_level, ci_method, seed, device, bootstrap_metrics, title, beyond,
+    label_col, input_kind, n_resamples, ci_level, ci_method, seed, device, bootstrap_metrics, title, weights, beyond,
 ):
     """Write an HTML calibration report: one self-contained file to send to a colleague.
 
@@ -97,7 +100,8 @@ def report_command(
     the calib version and the date ($SOURCE_DATE_EPOCH when set: then two runs on the same inputs
     write the same bytes). Figures are inline SVG; the page loads nothing from the
     network and needs no JavaScript. Files as in `calib eval`; an existing FILE is never
-    overwritten without --force.
+    overwritten without --force. --weights weights the validation set (docs/weights.md): the fit, the
+    curves and, without a test set, the metrics; "Beyond one number" takes no weights and is left out.
 
     \b
     Examples:
@@ -107,6 +111,7 @@ def report_command(
       calib report val.npz:logits val.npz:labels test.npz:logits test.npz:labels -o r.html --search nll
       calib report val_probs.csv val_y.csv test_probs.csv test_y.csv --probs -o r.html --title "ResNet-50"
       calib report val.parquet test.parquet --labels label -o r.html   # labels: a column of each file
+      calib report val.npy val_y.npy -o r.html --weights val_w.npy      # importance weights
     """
     from ..report import build_report
     from ..report.core import report_time
@@ -130,8 +135,11 @@ def report_command(
     test = (test_scores, test_labels) if test_scores is not None else None
     _, validation, test_loaded = load_fit_and_test(val_scores, val_labels, test, input_kind, label_col)
 
+    weight_array, weights_name = read_weights(weights, val_scores)
     inputs = [input_file("validation scores", val_scores), labels_file("validation labels", val_scores, val_labels,
                                                                         label_col)]
+    if weights is not None and weights_name == weights:  # a file (a column of VAL_SCORES is in its hash)
+        inputs.append(input_file("validation weights", weights))
     if test is not None:
         inputs += [input_file("test scores", test_scores), labels_file("test labels", test_scores, test_labels,
                                                                         label_col)]
@@ -144,6 +152,7 @@ def report_command(
             compat=compat, bootstrap=n_resamples, ci_level=ci_level, ci_method=ci_method, seed=seed,
             device=device, bootstrap_metrics=bootstrap_metrics, inputs=inputs, names=names, progress=progress,
             title=title or f"Calibration report: {test_scores or val_scores}", created=created, beyond=beyond,
+            **({} if weights is None else dict(weights=weight_array, weights_name=weights_name)),
         )
     warnings = [cli_text(w) for w in report.warnings]
     # one line per cause, naming the metrics (before / after); then the metrics shown without an interval

@@ -17,6 +17,8 @@ import os
 import warnings as _warnings
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .._version import __version__
 from ..errors import InputError
 from ..evaluate import EvalReport, conventions, evaluate
@@ -112,7 +114,8 @@ class CalibrationReport:
     created       ISO 8601 time (UTC) the report was made (``$SOURCE_DATE_EPOCH`` when set); calib_version the version that made it
     warnings      what the reader must know (fit on the grid's boundary, infinite NLL, ...)
     beyond        :class:`BeyondOneNumber`: decompositions, calibration test, selective prediction of
-                  that set before and after T (None with ``beyond=False``)
+                  that set before and after T (None with ``beyond=False`` or with weights)
+    weights       (the name of the validation set's sample weights, their Σw), or None
     """
 
     title: str
@@ -133,6 +136,7 @@ class CalibrationReport:
     calib_version: str = __version__
     warnings: tuple[str, ...] = field(default=())
     beyond: BeyondOneNumber | None = None
+    weights: tuple[str, float] | None = None
 
     @property
     def temperature(self) -> float:
@@ -187,7 +191,8 @@ def report_time(environ=None) -> str:
         raise InputError(f"{SOURCE_DATE_EPOCH}={value} is beyond the dates a report can show") from None
 
 
-def _curve(fit: TemperatureFit, validation: Predictions, objective: str, grid, n_bins, compat, input_kind, names):
+def _curve(fit: TemperatureFit, validation: Predictions, objective: str, grid, n_bins, compat, input_kind, names,
+           weighted: dict):
     """((T, objective) over ``grid`` on the validation set, None) — the fit's own curve when it is
     that grid search, else a grid search by ``objective`` (:func:`fit_temperature`; its T is not
     used) — or (None, why) when the objective cannot be computed over the grid."""
@@ -196,7 +201,7 @@ def _curve(fit: TemperatureFit, validation: Predictions, objective: str, grid, n
     try:
         other = fit_temperature(
             validation, None, search="grid", objective=objective, grid=grid, n_bins=n_bins,
-            compat=compat, input_kind=input_kind, scores_name=names[0], labels_name=names[1],
+            compat=compat, input_kind=input_kind, scores_name=names[0], labels_name=names[1], **weighted,
         )
     except InputError as exc:  # e.g. the NLL of probabilities with a 0 on the true class: no curve
         return None, exc.message
@@ -228,6 +233,8 @@ def build_report(
     progress=None,
     beyond: bool = True,
     beyond_resamples: int = BEYOND_RESAMPLES,
+    weights=None,
+    weights_name: str = "weights",
 ) -> CalibrationReport:
     """The data of a calibration report: a temperature fitted on the validation set, and the metrics
     of the test set (else of the validation set) before and after it.
@@ -247,6 +254,11 @@ def build_report(
     number" (:class:`BeyondOneNumber`): the CORP decompositions, a calibration test of
     ``beyond_resamples`` resamples seeded with ``seed`` (the bootstrap's default seed when None) and
     the selective report of the same set before and after T.
+
+    ``weights``: (N,) sample weights of the validation set (docs/weights.md): T is fitted on the
+    weighted objective, the curves are weighted, and without a test set so are the metrics before and
+    after; the test set's metrics are not. The section "Beyond one number" takes no weights: with
+    them it is left out, and the report says so.
 
     >>> import numpy as np
     >>> rng = np.random.default_rng(0)
@@ -270,17 +282,19 @@ def build_report(
                 f"{names[2]}: the test set has K = {test.k} classes but the validation set {names[0]} "
                 f"has K = {validation.k}"
             )
+    weighted = {} if weights is None else dict(weights=weights, weights_name=weights_name)
     fit = fit_temperature(
         validation, None, search=search, objective=objective, grid=grid, n_bins=n_bins, compat=compat,
-        input_kind=input_kind, scores_name=names[0], labels_name=names[1],
+        input_kind=input_kind, scores_name=names[0], labels_name=names[1], **weighted,
     )
-    ece_curve, ece_why = _curve(fit, validation, "ece", grid, n_bins, compat, input_kind, names)
-    nll_curve, nll_why = _curve(fit, validation, "nll", grid, n_bins, compat, input_kind, names)
+    ece_curve, ece_why = _curve(fit, validation, "ece", grid, n_bins, compat, input_kind, names, weighted)
+    nll_curve, nll_why = _curve(fit, validation, "nll", grid, n_bins, compat, input_kind, names, weighted)
 
     target, scores_name = (test, names[2]) if test is not None else (validation, names[0])
     common = dict(
         input_kind=input_kind, n_bins=n_bins, compat=compat, scores_name=scores_name, bootstrap=bootstrap,
         ci_level=ci_level, ci_method=ci_method, seed=seed, device=device, bootstrap_metrics=bootstrap_metrics,
+        **(weighted if test is None else {}),
     )
     before = evaluate(target, None, progress=progress, **common)
     scaled = target.with_scores(fit.apply(target.scores, target.input_kind, scores_name=scores_name), scores_name=scores_name)
@@ -290,7 +304,10 @@ def build_report(
     for report in (before, after):
         warnings += [w for w in report.warnings if w not in warnings]
     diagnostics = None
-    if beyond:
+    if beyond and weights is not None:
+        warnings.append(f"the section 'Beyond one number' is left out: its decompositions, calibration test and "
+                        f"selective report take no sample weights ({weights_name})")
+    elif beyond:
         from ..bootstrap import DEFAULT_SEED
 
         test_seed = DEFAULT_SEED if seed is None else seed
@@ -326,4 +343,5 @@ def build_report(
         created=created or report_time(),
         warnings=tuple(warnings),
         beyond=diagnostics,
+        weights=None if weights is None else (weights_name, float(np.sum(np.asarray(weights, dtype=np.float64)))),
     )

@@ -457,6 +457,11 @@ def render_html(report: CalibrationReport, *, warnings=None, interval_notes=(), 
     else:
         subtitle = (f"No test set: T fitted and judged on the same {report.n_validation:,} validation samples "
                     f"(the 'after' numbers are optimistic); K = {report.k} classes.")
+    if report.weights is not None:
+        name, total = report.weights
+        subtitle += (f" The validation samples are weighted by {name} (Σw = {total:,.6g}): "
+                     + ("the fit and the curves; the test set's metrics are not." if on_test
+                        else "the fit, the curves and the metrics."))
     boot = report.before.bootstrap
     metrics_lead = f"The {report.evaluated_on} set at T = 1 (Pre T) and at the fitted T = {t_text} (Post T)."
     if boot:
