@@ -153,10 +153,19 @@ def parse_grid(text: str) -> tuple[str, str, str]:
 
 def _grid_chunk(z: np.ndarray, y: np.ndarray, temps: np.ndarray, objective: str, compat: str | None):
     """Every temperature on one chunk of rows: (confidences, correct) or per-sample NLL, each (rows, T),
-    by the one definition of the grid pass (:func:`~calibrate_cli.engine.rows.grid_rows`). Where rows
+    by the one definition of the grid pass (:func:`~calibrate_cli.engine.rows.grid_rows`); the
+    confidences by the C extension's top-label pass on z / T where the fused engine runs. Where rows
     × T × K exceeds ``_GRID_CHUNK_ELEMENTS`` (a large K), the temperatures go in groups: each (row, T)
     is computed alone, so the values are the same and the temporaries stay within a chunk."""
     nll, work = objective == "nll", np.float32 if compat else np.float64
+    if not nll and compat is None and nll_engine() == "fused":  # the C top-label pass on z / T, T by T
+        conf, correct = np.empty((z.shape[0], temps.shape[0])), np.empty((z.shape[0], temps.shape[0]), dtype=bool)
+        z64, scaled = np.asarray(z, dtype=np.float64), np.empty(z.shape)
+        column = np.empty(z.shape[0]), np.empty(z.shape[0], dtype=bool)
+        for j, t in enumerate(temps):
+            kernels.top_label_rows(np.divide(z64, t, out=scaled), y, is_logits=True, out=column)
+            conf[:, j], correct[:, j] = column
+        return conf, correct
     group = max(1, _GRID_CHUNK_ELEMENTS // max(1, z.shape[0] * z.shape[1]))
     if group >= temps.shape[0]:
         return grid_rows(NumpyOps(), z, y, temps, nll=nll, work_dtype=work)
