@@ -13,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import naive_reference as naive  # noqa: E402
+from cases import logits_with_ties  # noqa: E402
 from libm import assert_agree, assert_bins_agree  # noqa: E402
 
 from calibrate_cli import evaluate  # noqa: E402
@@ -28,14 +29,6 @@ HAS_CUDA = torch.cuda.is_available()
 OPS = ["cpu", "torch-cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU"))]
 
 
-def _logits(n, k, seed):
-    rng = np.random.default_rng(seed)
-    x = (rng.normal(size=(n, k)) * 3).astype(np.float32)
-    x[: n // 3] = np.round(x[: n // 3])  # exact ties, also of the maximum
-    x[n // 3: n // 3 + 2] = 0.0  # all classes equal: p = 1/K, argmax 0
-    return x, rng.integers(0, k, n)
-
-
 def _probs_on_edges(n, seed):
     """Binary probabilities on the bin edges b/15 and b/10, exactly 0 and 1 (an infinite NLL)."""
     rng = np.random.default_rng(seed)
@@ -44,10 +37,10 @@ def _probs_on_edges(n, seed):
 
 
 CASES = {  # name: (scores, labels, input kind)
-    "logits-ties": (*_logits(300, 7, 0), "logits"),
-    "K=2": (*_logits(200, 2, 1), "logits"),
-    "N=1": (*_logits(1, 3, 2), "logits"),
-    "K=12": (*_logits(257, 12, 3), "logits"),
+    "logits-ties": (*logits_with_ties(300, 7, 0), "logits"),
+    "K=2": (*logits_with_ties(200, 2, 1), "logits"),
+    "N=1": (*logits_with_ties(1, 3, 2), "logits"),
+    "K=12": (*logits_with_ties(257, 12, 3), "logits"),
     "probs-on-edges": (*_probs_on_edges(400, 4), "probs"),
     "binary-1d": (np.linspace(-3, 3, 101), np.arange(101) % 2, "logits"),
 }
@@ -132,7 +125,7 @@ def test_chunks_sparse_cells_and_memory_mapped_input(monkeypatch, tmp_path):
     cells), a read-only memory-mapped input (no torch warning): the numpy numbers."""
     import warnings
 
-    x, y = _logits(1001, 9, 11)
+    x, y = logits_with_ties(1001, 9, 11)
     seen, original = [], torch_pass.torch_chunk
     monkeypatch.setattr(torch_pass, "torch_chunk", lambda ops, s, *a, **kw: seen.append(len(s)) or original(ops, s, *a, **kw))
     monkeypatch.setattr(torch_pass, "TORCH_CHUNK_ELEMENTS", 9 * 64)
@@ -143,7 +136,7 @@ def test_chunks_sparse_cells_and_memory_mapped_input(monkeypatch, tmp_path):
         report = report_from_summary(summarize(predictions, device="torch-cpu"), predictions=predictions)
     assert_agree(report.metrics, evaluate(x, y).metrics)
     assert len(seen) == 16 and max(seen) == 64 and sum(seen) == 1001
-    wide, labels = _logits(4, 3000, 12)
+    wide, labels = logits_with_ties(4, 3000, 12)
     a = summarize(as_predictions(wide, labels, "logits"), n_bins=1000, engine="numpy").classwise
     b = summarize(as_predictions(wide, labels, "logits"), n_bins=1000, device="torch-cpu").classwise
     assert type(a).__name__ == type(b).__name__ == "SparseBinStats"
@@ -155,5 +148,5 @@ def test_chunks_sparse_cells_and_memory_mapped_input(monkeypatch, tmp_path):
 def test_cuda_repeats_bit_for_bit(monkeypatch):
     """No float atomics: a GPU run repeats bit for bit (tests/test_engines.py: it agrees with numpy)."""
     monkeypatch.setattr(torch_pass, "TORCH_CHUNK_ELEMENTS", 1 << 12)
-    x, y = _logits(20_000, 10, 22)
+    x, y = logits_with_ties(20_000, 10, 22)
     assert evaluate(x, y, device="cuda").metrics == evaluate(x, y, device="cuda").metrics

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import naive_reference as naive
+from cases import logits_with_ties
 from calibrate_cli import evaluate
 from calibrate_cli.data.predictions import as_predictions
 from calibrate_cli.engine.binning import S99_THRESHOLD
@@ -19,20 +20,12 @@ from calibrate_cli.metrics.registry import S99_THRESHOLD as REGISTRY_S99
 from calibrate_cli.metrics.registry import sums_needed
 
 
-def _logits(n, k, seed):
-    rng = np.random.default_rng(seed)
-    x = (rng.normal(size=(n, k)) * 3).astype(np.float32)
-    x[: n // 3] = np.round(x[: n // 3])  # exact ties, also of the maximum
-    x[n // 3: n // 3 + 2] = 0.0  # all classes equal: p = 1/K, argmax 0
-    return x, rng.integers(0, k, n)
-
-
 @pytest.mark.parametrize("names,columns", [(["ece", "accuracy"], False), (["adaece", "mce"], False),
                                            (["nll", "ece", "s99_share"], False), (None, True)])
 def test_a_request_computes_what_its_metrics_need(names, columns):
     """summarize(request=...): the top label alone when only its sums are asked, the classwise sums only
     when asked, and the equal-width bins and in-order sums always when asked (float64 loops)."""
-    x, y = _logits(500, 7, 5)
+    x, y = logits_with_ties(500, 7, 5)
     sums = sums_needed(names)
     s = summarize(as_predictions(x, y, "logits"), n_bins=10, request=SummaryRequest(sums=sums, columns=columns),
                   engine="numpy")
@@ -58,7 +51,7 @@ def test_s99_threshold_is_the_registrys():
 
 def test_devices_are_recorded_and_refused_clearly(monkeypatch):
     has_cuda = pytest.importorskip("torch").cuda.is_available()
-    x, y = _logits(50, 4, 14)
+    x, y = logits_with_ties(50, 4, 14)
     assert evaluate(x, y).to_dict()["device"] == "cpu" and evaluate(x, y, device="torch-cpu").device == "torch-cpu"
     assert evaluate(x, y, device="auto").device == ("cuda" if has_cuda else "cpu")
     if not has_cuda:
