@@ -13,7 +13,7 @@ import naive_reference as naive  # noqa: E402
 
 from calibrate_cli.engine import device_eval, sorting  # noqa: E402
 from calibrate_cli.engine.device_eval import DEVICE_METRICS, device_metrics  # noqa: E402
-from calibrate_cli.engine.sorting import order_statistics as order_statistics_on_device  # noqa: E402
+from calibrate_cli.engine.sorting import order_statistics  # noqa: E402
 from calibrate_cli.errors import InputError  # noqa: E402
 
 hypothesis = pytest.importorskip("hypothesis")
@@ -165,7 +165,7 @@ def test_order_statistics_equal_np_sort(values, data, buckets, gather, piece):
     old = sorting.SELECT_BUCKETS, sorting.SELECT_GATHER, sorting.DEVICE_PIECE
     sorting.SELECT_BUCKETS, sorting.SELECT_GATHER, sorting.DEVICE_PIECE = buckets, gather, piece
     try:
-        got = order_statistics_on_device(torch.as_tensor(values), ranks)
+        got = order_statistics(torch.as_tensor(values), ranks)
     finally:
         sorting.SELECT_BUCKETS, sorting.SELECT_GATHER, sorting.DEVICE_PIECE = old
     np.testing.assert_array_equal(got, np.sort(values)[ranks])
@@ -181,15 +181,15 @@ def test_order_statistics_of_clustered_confidences_at_the_default_sizes(device):
     spread = rng.random(n) ** 0.1
     ranks = np.unique(np.r_[0, n - 1, rng.integers(0, n, 30)])
     for v in (clustered, spread, spread.astype(np.float32)):
-        got = order_statistics_on_device(torch.as_tensor(v, device=device), ranks)
+        got = order_statistics(torch.as_tensor(v, device=device), ranks)
         assert got.dtype == np.float64
         assert np.array_equal(got.view(np.int64), np.sort(v).astype(np.float64)[ranks].view(np.int64))
 
 
 def test_order_statistics_refuse_ranks_out_of_range():
     with pytest.raises(ValueError):
-        order_statistics_on_device(torch.tensor([0.5]), [1])
-    assert order_statistics_on_device(torch.tensor([0.5]), []).shape == (0,)
+        order_statistics(torch.tensor([0.5]), [1])
+    assert order_statistics(torch.tensor([0.5]), []).shape == (0,)
 
 
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
