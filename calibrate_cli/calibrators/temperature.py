@@ -33,7 +33,7 @@ import numpy as np
 from ..engine.binning import BinStats, assign_bins, uniform_edges
 from ..errors import Advice, InputError
 from ..engine import kernels
-from ..engine.kernels import default_engine as nll_engine  # the NLL pass: numpy or the C extension
+from ..engine.kernels import default_engine  # numpy, or the C extension (the NLL pass, the grid's confidences)
 from ..metrics.functional import DEFAULT_N_BINS, equal_mass_bins, equal_width_bins
 from ..engine.devices import NumpyOps
 from ..engine.parallel import map_chunks
@@ -158,7 +158,7 @@ def _grid_chunk(z: np.ndarray, y: np.ndarray, temps: np.ndarray, objective: str,
     × T × K exceeds ``_GRID_CHUNK_ELEMENTS`` (a large K), the temperatures go in groups: each (row, T)
     is computed alone, so the values are the same and the temporaries stay within a chunk."""
     nll, work = objective == "nll", np.float32 if compat else np.float64
-    if not nll and compat is None and nll_engine() == "fused":  # the C top-label pass on z / T, T by T
+    if not nll and compat is None and default_engine() == "fused":  # the C top-label pass on z / T, T by T
         conf, correct = np.empty((z.shape[0], temps.shape[0])), np.empty((z.shape[0], temps.shape[0]), dtype=bool)
         z64, scaled = np.asarray(z, dtype=np.float64), np.empty(z.shape)
         column = np.empty(z.shape[0]), np.empty(z.shape[0], dtype=bool)
@@ -520,7 +520,7 @@ class TemperatureScaling(Calibrator):
             )
         if self.search == "nll":
             ops = device_ops(self.device)
-            engine = ops if ops is not None else nll_engine(data.n * data.k * 8)
+            engine = ops if ops is not None else default_engine(data.n * data.k * 8)
             t, solver, warnings, value, at_one = fit_nll(data, progress, engine)
             self.temperature_ = t
             return FitInfo("nll", value, at_one, data.n, data.k, solver, warnings=tuple(warnings))

@@ -129,8 +129,9 @@ def _pass_sums(torch, blocks, device, n: int, k: int, tolerance: float, is_logit
     """(MetricSums, AdaECE's edges | None, (conf, correct) | None, classwise cells | None) of the row
     blocks ``blocks`` ((start, scores, labels) on ``device``, in order): the chunk pass, AdaECE's edges
     selected on the device, the classwise cells and the sorted samples when ``names`` asks for them;
-    the rows' confidences and correctness when ``rows``, the cells when ``cells``. ``tolerance``: how far from 1 a probability row may sum (that of the
-    scores' stored dtype); ``bad_rows()``: (mask of non-finite rows, any NaN), for the error."""
+    the rows' confidences and correctness when ``rows``, the cells when ``cells``. ``tolerance``: how
+    far from 1 a probability row may sum (that of the scores' stored dtype); ``bad_rows()``: (mask of
+    non-finite rows, any NaN), for the error."""
     m = int(n_bins)
     needed = sums_needed(DEVICE_METRICS if names is None else names)
     width_edges = uniform_edges(m)  # also checks n_bins

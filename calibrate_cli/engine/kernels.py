@@ -88,9 +88,10 @@ def _labels(labels) -> np.ndarray:
 
 
 def fused_rows(scores, labels, edges, *, is_logits: bool, top5: bool, classwise: bool, out=None):
-    """:func:`~calibrate_cli.engine.summary.chunk_statistics`' tuple from the C loop, each row read once (float64; classwise cells
-    (K, M) over the equal-width ``edges`` b/M, bin 0 closed). ``out``: (conf, correct, nll, brier,
-    top5) arrays of the chunk's length to write into (top5 of length 0 when not wanted)."""
+    """:func:`~calibrate_cli.engine.summary.chunk_statistics`' tuple from the C loop, each row read once
+    (float64; classwise cells (K, M) over the equal-width ``edges`` b/M, bin 0 closed). ``out``: (conf,
+    correct, nll, brier, top5) arrays of the chunk's length to write into (top5 of length 0 when not
+    wanted)."""
     scores = np.ascontiguousarray(scores)
     rows, k = scores.shape
     m = edges.shape[0] - 1
