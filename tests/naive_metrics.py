@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from naive_reference import _conf_correct, equal_width_bin
+from naive_reference import TIE_SLACK, _conf_correct, equal_width_bin
 
 
 def _bins(confs, correct, n_bins):
@@ -50,11 +50,14 @@ def debiased_l2_ce(probs, labels, n_bins=15):
 
 
 def ks_ce(probs, labels):
-    """max over thresholds t of |(1/N) Σ_{conf_i ≤ t} (conf_i − correct_i)|, t at each distinct conf."""
+    """max over thresholds t of |(1/N) Σ_{conf_i ≤ t} (conf_i − correct_i)|, t at the last value of each
+    run of ties (a value whose next larger one lies more than 2^-40 of it above: docs/metrics.md)."""
     confs, correct = _conf_correct(probs, labels)
     n = len(confs)
     best = 0.0
-    for t in sorted(set(confs)):
+    values = sorted(set(confs))
+    ends = [t for t, after in zip(values, values[1:] + [math.inf]) if after > t + abs(t) * TIE_SLACK]
+    for t in ends:
         s = 0.0
         for c, ok in zip(confs, correct):
             if c <= t:

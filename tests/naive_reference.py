@@ -166,15 +166,20 @@ def adaece_edges(confs, n_bins=15):
     return [float(e) for e in edges.tolist()]
 
 
+#: a confidence at most this far above another, relative to it, ties with it (docs/metrics.md)
+TIE_SLACK = 2.0**-40
+
+
 def adaece(probs, labels, n_bins=15):
     confs, correct = _conf_correct(probs, labels)
-    e = adaece_edges(confs, n_bins)
+    # each edge compared as raised by 2^-40 of itself: a tie split by rounding stays in the bin below
+    e = [edge + abs(edge) * TIE_SLACK for edge in adaece_edges(confs, n_bins)]
     assign = []
     for c in confs:
         found = None
         for b in range(n_bins):
             if b == 0:
-                inside = e[0] <= c <= e[1]  # closed first bin: the minimum IS counted
+                inside = c <= e[1]  # closed first bin (e_0 is the minimum): the minimum IS counted
             else:
                 inside = e[b] < c <= e[b + 1]
             if inside:

@@ -3,6 +3,7 @@ loops written from the definitions, hand values, the authors' own code (uncertai
 uncertainty-calibration's marginal ℓ2 error), resampling and the CLI."""
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -65,12 +66,16 @@ def loop_classwise_rms(probs, labels, n_bins):
 
 
 def loop_classwise_ks(probs, labels):
-    """(1/K) Σ_k max_t |(1/N) Σ_{p_k ≤ t} (p_k − [y = k])|, t over every value."""
+    """(1/K) Σ_k max_t |(1/N) Σ_{p_k ≤ t} (p_k − [y = k])|, t over the last value of each run of ties
+    (a value whose next larger one lies more than 2^-40 of it above: docs/metrics.md)."""
     n, k = len(probs), len(probs[0])
     total = 0.0
     for c in range(k):
         best = 0.0
-        for t in {float(row[c]) for row in probs}:
+        values = sorted({float(row[c]) for row in probs})
+        for t, after in zip(values, values[1:] + [math.inf]):
+            if after <= t + abs(t) * 2.0**-40:
+                continue
             s = sum(float(probs[i][c]) - (labels[i] == c) for i in range(n) if float(probs[i][c]) <= t)
             best = max(best, abs(s) / n)
         total += best

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..engine.class_samples import ClassSamples, probabilities_by_rows, sort_classes
 from ..engine.binning import assign_bins, torch_linspace_edges, uniform_edges
+from ..engine.sorting import tie_tolerant
 from ..engine.devices import NumpyOps, array_ops
 from ..metrics.registry import (
     DENSE_SUMS,
@@ -268,10 +269,11 @@ class Resampler:
         return WeightedSamples(self.conf_sorted.astype(np.float64), self.correct_sorted, weights)
 
     def _equal_mass_starts(self, edges):
-        """Sorted-order start of each equal-mass bin of each resample, shape (b, M+1) (last = N)."""
+        """Sorted-order start of each equal-mass bin of each resample, shape (b, M+1) (last = N): the
+        edges compared as :func:`~calibrate_cli.engine.sorting.tie_tolerant` raises them (float32 and
+        bare in the compat mode)."""
         xp = self.ops
-        if self.compat:
-            edges = xp.to_float32(edges)
+        edges = xp.to_float32(edges) if self.compat else tie_tolerant(edges)
         starts = xp.searchsorted(self.d_conf, edges, right=True)  # (b, M+1): #conf ≤ e_j
         if self.lowest_closed:
             starts[:, 0] = 0

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..engine.sorting import tie_tolerant
 from ..errors import InputError
 
 __all__ = [
@@ -125,7 +126,8 @@ def risk_coverage(confidence, correct) -> RiskCoverageCurve:
     order = np.argsort(-c, kind="stable")
     c_sorted = c[order]
     wrong = (~ok[order]).astype(np.int64)
-    last = np.flatnonzero(np.r_[c_sorted[1:] != c_sorted[:-1], True])  # the last sample of each tie group
+    # the last sample of each tie group (a tie split by rounding is one group: engine.sorting.tie_tolerant)
+    last = np.flatnonzero(np.r_[c_sorted[:-1] > tie_tolerant(c_sorted[1:]), True])
     accepted = last + 1
     errors = np.cumsum(wrong)[last]
     return RiskCoverageCurve(

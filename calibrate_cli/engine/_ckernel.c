@@ -885,8 +885,9 @@ static PyObject *
 py_ks_sorted(PyObject *self, PyObject *args)
 {
     PyObject *o_conf, *o_correct;
+    double slack;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OO:ks_sorted", &o_conf, &o_correct)) {
+    if (!PyArg_ParseTuple(args, "OOd:ks_sorted", &o_conf, &o_correct, &slack)) {
         return NULL;
     }
     Views s = {.n = 0};
@@ -900,7 +901,7 @@ py_ks_sorted(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
         acc += conf[i] - (double)correct[i];
-        if (i + 1 == n || conf[i] != conf[i + 1]) { /* the last of a run of equal confidences */
+        if (i + 1 == n || conf[i + 1] > conf[i] + fabs(conf[i]) * slack) { /* the last of a run of ties */
             best = fabs(acc) > best ? fabs(acc) : best;
         }
     }
@@ -964,7 +965,7 @@ static PyMethodDef methods[] = {
     {"nll_rows", py_nll_rows, METH_VARARGS, "Add one chunk's NLL, NLL' and variance sums at beta into out."},
     {"bin_sums_1d", py_bin_sums_1d, METH_VARARGS, "Add per-bin count, sum of values and of targets."},
     {"spread_unit", py_spread_unit, METH_VARARGS, "Spread residuals and ones linearly onto a grid of g nodes."},
-    {"ks_sorted", py_ks_sorted, METH_VARARGS, "max |prefix sum of conf - correct| at the ends of runs of ties."},
+    {"ks_sorted", py_ks_sorted, METH_VARARGS, "max |prefix sum of conf - correct| at the ends of runs of ties (within a relative slack)."},
     {"half_to_float", py_half_to_float, METH_VARARGS, "float16 patterns (uint16) as float32, exactly, into out."},
     {NULL, NULL, 0, NULL},
 };

@@ -30,6 +30,7 @@ from ..data.predictions import row_chunks
 from ..data.probabilities import to_probabilities
 from ..errors import InputError
 from .binning import uniform_edges
+from .sorting import run_ends
 
 __all__ = [
     "CLASS_SORTED_MAX_VALUES", "ClassSorted", "ClassSamples", "edge_ranks", "ace_gaps", "check_class_sorted_size",
@@ -189,7 +190,7 @@ def classwise_ks(samples: ClassSamples) -> np.ndarray:
     out = np.empty((b, k))
     for c in range(k):
         p = cs.p[c]
-        last = np.append(p[1:] != p[:-1], True)  # the last value of each run of ties
+        last = run_ends(p)
         prefix = np.cumsum(samples.class_weights(c) * (p - cs.hit[c]), axis=1)
         out[:, c] = np.abs(prefix[:, last]).max(axis=1, initial=0.0)
     return out

@@ -24,7 +24,7 @@ from .binning import (S99_THRESHOLD, assign_bins, equal_mass_edges_of, torch_bin
                       uniform_edges)
 from .devices import TorchOps
 from .rows import row_stats
-from .sorting import order_statistics
+from .sorting import order_statistics, tie_tolerant
 from ..errors import InputError
 from ..metrics.registry import BinSums, MetricSums, WeightedSamples, metric_values, sums_needed, METRICS
 from ..metrics.functional import DEFAULT_N_BINS
@@ -146,7 +146,7 @@ def _pass_sums(torch, blocks, device, n: int, k: int, tolerance: float, is_logit
     mass = samples = gap = edges = None
     if "mass" in needed:
         edges = equal_mass_edges_of(n, m, lambda ranks: order_statistics(conf, ranks))
-        count, sum_conf, sum_correct = bin_sums(conf, correct, torch.as_tensor(edges, device=device))
+        count, sum_conf, sum_correct = bin_sums(conf, correct, torch.as_tensor(tie_tolerant(edges), device=device))
         mass = BinSums(count.cpu().numpy()[None], sum_conf.cpu().numpy()[None], sum_correct.cpu().numpy()[None])
     if "samples" in needed:  # ascending confidence; the order within ties is free (unit weights)
         sorted_conf, order = torch.sort(conf)

@@ -142,10 +142,11 @@ def spread_unit(conf, correct, g: int, out) -> None:
     _ckernel.spread_unit(np.ascontiguousarray(conf, dtype=np.float64), correct, g, out)
 
 
-def ks_sorted(conf, correct) -> float:
-    """max |Σ_{j ≤ i} (conf_j − correct_j)| over the ends i of runs of equal confidences (samples sorted
-    by confidence; the sum sequential, in sample order)."""
-    return _ckernel.ks_sorted(np.ascontiguousarray(conf, dtype=np.float64), np.ascontiguousarray(correct, dtype=bool))
+def ks_sorted(conf, correct, slack: float) -> float:
+    """max |Σ_{j ≤ i} (conf_j − correct_j)| over the ends i of runs of ties (samples sorted by confidence;
+    a run ends where conf_{i+1} > conf_i + |conf_i|·``slack``; the sum sequential, in sample order)."""
+    return _ckernel.ks_sorted(np.ascontiguousarray(conf, dtype=np.float64), np.ascontiguousarray(correct, dtype=bool),
+                              float(slack))
 
 
 def half_to_float(halves, out) -> None:

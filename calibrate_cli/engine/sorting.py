@@ -39,6 +39,9 @@ __all__ = [
     "packable",
     "sort_packed",
     "ks_from_sorted",
+    "TIE_SLACK",
+    "tie_tolerant",
+    "run_ends",
     "PairwiseSum",
     "PairwisePieces",
     "distinct",
@@ -46,6 +49,25 @@ __all__ = [
 
 #: samples per piece in the chunked passes over sorted samples (bounded temporaries)
 PIECE = 1 << 18
+#: confidences this close to one another, relative, are one tie (:func:`tie_tolerant`)
+TIE_SLACK = 2.0**-40
+
+
+def tie_tolerant(values):
+    """v + |v| · 2^-40 for each value v (numpy or torch): the largest a confidence may be and still tie with v.
+
+    The confidences of one tie in exact arithmetic (rows equal but for the order of their classes, or
+    computed by another engine) differ by rounding alone, a few ulps. The metrics that compare samples
+    with one another take such values as equal, so that rounding cannot move them: an equal-mass edge,
+    which stands on a sample's confidence, is compared as raised by this (the whole tie in the bin
+    below it), and KS-CE's runs of ties are cut only where the next value lies beyond it
+    (:func:`run_ends`). 2^-40 is below the numeric contract's 1e-12."""
+    return values + abs(values) * TIE_SLACK
+
+
+def run_ends(sorted_values: np.ndarray) -> np.ndarray:
+    """The last sample of each run of ties (:func:`tie_tolerant`) of ascending ``sorted_values``, as a mask."""
+    return np.append(sorted_values[1:] > tie_tolerant(sorted_values[:-1]), True)
 
 
 def distinct(values: np.ndarray) -> np.ndarray:
@@ -263,12 +285,12 @@ class _Passes:
 
 def ks_from_sorted(conf: np.ndarray, correct: np.ndarray) -> float:
     """max_t |Σ_{conf_i ≤ t} (conf_i − correct_i)| / N over the sorted samples, evaluated at the end
-    of each run of equal confidences. The prefix sum is ``np.cumsum`` (sequential) taken piece by
+    of each run of ties (:func:`run_ends`). The prefix sum is ``np.cumsum`` (sequential) taken piece by
     piece with the carry added to each piece's first term, so it equals one cumsum over all N; with the
     C extension, :func:`~calibrate_cli.engine.kernels.ks_sorted` makes the same sum in one pass."""
     n = conf.shape[0]
     if n and kernels.use():
-        return kernels.ks_sorted(conf, correct) / n
+        return kernels.ks_sorted(conf, correct, TIE_SLACK) / n
     best, carry = 0.0, 0.0
     for start in range(0, n, PIECE):
         stop = min(n, start + PIECE)
@@ -277,8 +299,8 @@ def ks_from_sorted(conf: np.ndarray, correct: np.ndarray) -> float:
         np.cumsum(d, out=d)
         carry = float(d[-1])
         last = np.empty(stop - start, dtype=bool)
-        np.not_equal(conf[start : stop - 1], conf[start + 1 : stop], out=last[:-1])
-        last[-1] = stop == n or conf[stop - 1] != conf[stop]
+        np.greater(conf[start + 1 : stop], tie_tolerant(conf[start : stop - 1]), out=last[:-1])
+        last[-1] = stop == n or conf[stop] > tie_tolerant(conf[stop - 1])
         if last.any():
             best = max(best, float(np.abs(d[last]).max()))
     return best / n

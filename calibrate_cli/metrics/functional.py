@@ -36,7 +36,7 @@ from .registry import (
     sums_needed,
 )
 from ..data.predictions import InputKind, as_predictions
-from ..engine.sorting import sort_by_confidence, sort_packed
+from ..engine.sorting import sort_by_confidence, sort_packed, tie_tolerant
 from ..engine.summary import (PredictionSummary, SampleTotals, SummaryRequest, check_compat,
                               in_order_sums, order_counts, summarize, with_pass_sums)
 
@@ -90,7 +90,9 @@ def equal_mass_bins(
 ) -> BinStats:
     """Per-bin statistics over M equal-mass bins; bin 0 is [e_0, e_1], bin b > 0 is (e_b, e_{b+1}].
 
-    Edges as the reference code (``np.interp`` over the sorted confidences). With
+    Edges as the reference code (``np.interp`` over the sorted confidences), each compared as
+    :func:`~calibrate_cli.engine.sorting.tie_tolerant` raises it (a tie split by rounding stays in one
+    bin); the bins report the edges themselves. With
     ``compat="focal-calibration"`` the comparisons are float32 and bin 0 is open below, so the
     minimum-confidence sample(s) fall in no bin (the reference code's bug) while N stays the same.
     ``sorted_confidences``: the confidences already sorted (any dtype holding them exactly, e.g.
@@ -101,7 +103,8 @@ def equal_mass_bins(
         edges = equal_mass_edges(conf32, n_bins, sorted_values=sorted_confidences).astype(np.float32)
         return bin_statistics(conf32, correct, edges, lowest_closed=False)
     conf64 = np.asarray(confidences, dtype=np.float64)
-    return bin_statistics(conf64, correct, equal_mass_edges(conf64, n_bins, sorted_values=sorted_confidences))
+    edges = equal_mass_edges(conf64, n_bins, sorted_values=sorted_confidences)
+    return dataclasses.replace(bin_statistics(conf64, correct, tie_tolerant(edges)), edges=edges)
 
 
 def _batch_of_one(bins: BinStats) -> BinSums:

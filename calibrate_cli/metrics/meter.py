@@ -36,7 +36,7 @@ import numpy as np
 
 from ..data.predictions import as_predictions
 from ..engine.binning import BinStats, SparseBinStats, assign_bins, equal_mass_edges_of, torch_bin_sums, uniform_edges
-from ..engine.sorting import sort_by_confidence
+from ..engine.sorting import sort_by_confidence, tie_tolerant
 from ..engine.summary import SummaryRequest, check_compat, merge_classwise, summarize
 from ..errors import InputError
 from ..evaluate import EvalReport, classwise_left_out, left_out_note
@@ -431,7 +431,7 @@ def _device_mass(conf, correct, n_bins: int) -> BinStats:
 
     n = int(conf.shape[0])
     edges = equal_mass_edges_of(n, n_bins, lambda ranks: order_statistics(conf, ranks))
-    idx = assign_bins(conf, torch.as_tensor(edges, dtype=torch.float64, device=conf.device))
+    idx = assign_bins(conf, torch.as_tensor(tie_tolerant(edges), dtype=torch.float64, device=conf.device))
     count, sum_conf, sum_correct = torch_bin_sums(idx[:, None], conf[:, None], correct[:, None], n_bins)
     return BinStats(edges=edges, count=count[0].cpu().numpy().astype(np.int64), sum_conf=sum_conf[0].cpu().numpy(),
                     sum_correct=sum_correct[0].cpu().numpy(), n=n)

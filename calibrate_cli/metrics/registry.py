@@ -252,13 +252,14 @@ def _debiased_l2_ce(s: MetricSums) -> np.ndarray:
 
 def _ks_ce(s: MetricSums) -> np.ndarray:
     """Gupta et al. 2021: max_t |(1/N) Σ_{i: conf_i ≤ t} (conf_i − correct_i)|, the maximum taken at
-    each distinct confidence (the end of each run of ties), so the order of tied samples is irrelevant."""
+    the end of each run of ties (:func:`~calibrate_cli.engine.sorting.run_ends`), so the order of tied
+    samples is irrelevant."""
     x = s.samples
-    if x.weights is None:  # the data themselves: one pass in pieces (no (N,) temporaries)
-        from ..engine.sorting import ks_from_sorted
+    from ..engine.sorting import ks_from_sorted, run_ends
 
+    if x.weights is None:  # the data themselves: one pass in pieces (no (N,) temporaries)
         return np.array([ks_from_sorted(x.conf, x.correct)])
-    last = np.append(x.conf[1:] != x.conf[:-1], True)  # the last sample of each run of equal confidences
+    last = run_ends(x.conf)
     out = np.empty(x.weights.shape[0])
     step = max(1, (1 << 22) // max(x.conf.shape[0], 1))  # rows at a time: bounded (rows × N) memory
     for r in range(0, out.shape[0], step):

@@ -25,6 +25,7 @@ import math
 import numpy as np
 
 from ..engine.binning import S99_THRESHOLD, BinStats, assign_bins, uniform_edges
+from ..engine.sorting import tie_tolerant
 from ..engine.class_samples import ClassSamples, ClassSorted
 from ..errors import InputError
 from .registry import DENSE_SUMS, BinSums, MetricSums, WeightedSamples, metric_spec, metric_values
@@ -108,7 +109,7 @@ def weighted_ece(conf, correct, w, n_bins: int, *, equal_mass: bool = False) -> 
         edges = mass_edges(conf[order], w[order], total, n_bins)
     else:
         edges = uniform_edges(n_bins)
-    idx = assign_bins(conf, edges)
+    idx = assign_bins(conf, tie_tolerant(edges) if equal_mass else edges)
     gap = np.bincount(idx, weights=w * (np.asarray(correct, dtype=np.float64) - conf), minlength=n_bins)
     return float(np.abs(gap).sum() / total)
 
@@ -165,8 +166,9 @@ class WeightedColumns:
                 np.bincount(idx, weights=w * self.correct, minlength=m))
 
     def bin_stats(self, w: np.ndarray, edges: np.ndarray | None = None) -> BinStats:
-        """The weighted equal-width bins (or those of ``edges``) as :class:`BinStats` (counts Σw, n = W)."""
-        idx = self.width_idx if edges is None else assign_bins(self.conf, edges)
+        """The weighted equal-width bins (or the equal-mass bins of ``edges``, compared as
+        :func:`~calibrate_cli.engine.sorting.tie_tolerant` raises them) as :class:`BinStats` (counts Σw, n = W)."""
+        idx = self.width_idx if edges is None else assign_bins(self.conf, tie_tolerant(edges))
         count, sum_conf, sum_correct = self._bins(idx, w)
         return BinStats(self.edges if edges is None else edges, count, sum_conf, sum_correct, float(np.sum(w)))
 
@@ -178,7 +180,7 @@ class WeightedColumns:
         width = BinSums(*(a[None] for a in self._bins(self.width_idx, w)))
         mass = None
         if "mass" in needed:
-            mass_idx = assign_bins(self.conf, self.mass_edges(w, total))
+            mass_idx = assign_bins(self.conf, tie_tolerant(self.mass_edges(w, total)))
             mass = BinSums(*(a[None] for a in self._bins(mass_idx, w)))
         with np.errstate(over="ignore"):
             nll, nll_scale = float(np.sum(w * self.nll)), 1.0
