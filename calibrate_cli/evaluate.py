@@ -147,7 +147,8 @@ def conventions(compat: str | None) -> dict[str, str]:
         "compat": None,
         "arithmetic": "float64 softmax and accumulation",
         "ece_bins": "equal-width (b/M, (b+1)/M], confidence 1.0 in the last bin",
-        "adaece_bins": "equal-mass via np.interp over sorted confidences; bin 0 closed [e_0, e_1]",
+        "adaece_bins": "equal-mass via np.interp over sorted confidences; bin 0 closed [e_0, e_1]; a confidence "
+                       "within 2^-40 (relative) above an edge is on it (a tie split by rounding)",
         "classwise_ece_classes": "mean over all K score columns",
     }
 
