@@ -157,45 +157,54 @@ def available(paths) -> list[str]:
     return out
 
 
+def _one_case(rng, path: str, tmp: Path):
+    """(path, scores, labels, kind, bins, disagreement | None) of one drawn case, or None when it is not run."""
+    x, y, kind = hostile_case(rng)
+    n_bins = int(rng.choice([1, 5, 10, 15, 30]))
+    if path == "order":
+        if x.ndim == 1:
+            return None
+        rows, top = np.arange(x.shape[0]), x.argmax(axis=1)  # one maximum a row: a tie of the maximum goes
+        with np.errstate(over="ignore"):  # to the lowest index, an order (float's largest becomes inf: refused)
+            x[rows, top] += np.maximum(np.abs(x[rows, top]), 1).astype(x.dtype) * (4 * np.finfo(x.dtype).eps)
+    os.environ[kernels.ENGINE_ENV] = "numpy"
+    try:
+        want = _metrics(x, y, kind, n_bins, metrics=None if path in DEFAULT_ONLY else "all")
+    except InputError:  # a case the definition refuses (e.g. rows not summing to 1)
+        return None
+    got = run_path(path, x, y, kind, n_bins, rng, tmp)
+    os.environ[kernels.ENGINE_ENV] = "numpy"
+    if path == "order":  # a tie within the top five goes to the lower index: an order too; ACE keeps its
+        want.pop("top5_accuracy", None)  # authors' exact ties (docs/metrics.md)
+        want.pop("ace", None)
+    return path, x, y, kind, n_bins, disagreement(got, want)
+
+
 def fuzz(*, seed: int, cases: int | None, seconds: float | None, paths, out: Path | None, echo=print) -> tuple[int, int]:
     """(cases run, disagreements)."""
     rng = np.random.default_rng(seed)
     start, done, bad = time.monotonic(), 0, 0
     engine_before = os.environ.get(kernels.ENGINE_ENV)
-    with tempfile.TemporaryDirectory() as tmp:
-        while (cases is None or done < cases) and (seconds is None or time.monotonic() - start < seconds):
-            x, y, kind = hostile_case(rng)
-            n_bins = int(rng.choice([1, 5, 10, 15, 30]))
-            path = paths[done % len(paths)]
-            if path == "order" and x.ndim == 1:
-                continue
-            if path == "order":  # one maximum a row: a tie of the maximum goes to the lowest index, an order
-                rows, top = np.arange(x.shape[0]), x.argmax(axis=1)
-                with np.errstate(over="ignore"):  # float's largest becomes inf: a case the definition refuses
-                    x[rows, top] += np.maximum(np.abs(x[rows, top]), 1).astype(x.dtype) * (4 * np.finfo(x.dtype).eps)
-            os.environ[kernels.ENGINE_ENV] = "numpy"
-            try:
-                want = _metrics(x, y, kind, n_bins, metrics=None if path in DEFAULT_ONLY else "all")
-            except InputError:  # a case the definition refuses (e.g. rows not summing to 1)
-                continue
-            done += 1
-            got = run_path(path, x, y, kind, n_bins, rng, Path(tmp))
-            if path == "order":  # a tie within the top five goes to the lower index: an order too; ACE
-                want.pop("top5_accuracy", None)  # keeps its authors' exact ties (docs/metrics.md)
-                want.pop("ace", None)
-            os.environ[kernels.ENGINE_ENV] = "numpy"
-            problem = disagreement(got, want)
-            if problem:
-                bad += 1
-                echo(f"case {done} ({path}, {x.shape[0]}×{x.shape[1]} {x.dtype} {kind}, {n_bins} bins): {problem}")
-                if out is not None:
-                    out.mkdir(parents=True, exist_ok=True)
-                    np.save(out / f"case{done}_scores.npy", x)
-                    np.save(out / f"case{done}_labels.npy", y)
-    if engine_before is None:  # the caller's choice of engine, as it was
-        os.environ.pop(kernels.ENGINE_ENV, None)
-    else:
-        os.environ[kernels.ENGINE_ENV] = engine_before
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            while (cases is None or done < cases) and (seconds is None or time.monotonic() - start < seconds):
+                result = _one_case(rng, paths[done % len(paths)], Path(tmp))
+                if result is None:  # a case the definition refuses, or a 1-D case for the class order
+                    continue
+                done += 1
+                path, x, y, kind, n_bins, problem = result
+                if problem:
+                    bad += 1
+                    echo(f"case {done} ({path}, {'×'.join(map(str, x.shape))} {x.dtype} {kind}, {n_bins} bins): {problem}")
+                    if out is not None:
+                        out.mkdir(parents=True, exist_ok=True)
+                        np.save(out / f"case{done}_scores.npy", x)
+                        np.save(out / f"case{done}_labels.npy", y)
+    finally:  # the caller's choice of engine, as it was
+        if engine_before is None:
+            os.environ.pop(kernels.ENGINE_ENV, None)
+        else:
+            os.environ[kernels.ENGINE_ENV] = engine_before
     return done, bad
 
 
